@@ -1,0 +1,118 @@
+/* fuseport backend layer: what a backend implements (not for library users).
+ *
+ * The shared layer (backend.c) validates every argument, keeps the counters
+ * and the memory cap, and then calls the backend through this table. A
+ * backend therefore never sees NULL handles, zero sizes, out-of-range
+ * offsets, or arguments that do not match a kernel's signature; it only has
+ * to talk to its device and report the vendor's errors through fp_ctx_error.
+ */
+#ifndef FUSEPORT_BACKEND_IMPL_H
+#define FUSEPORT_BACKEND_IMPL_H
+
+#include "backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A kernel argument as the backend receives it: buffers resolved to the
+ * backend's own handle (CPU: host pointer; OpenCL: cl_mem; CUDA: device
+ * pointer). */
+typedef struct fp_karg {
+  fp_arg_kind kind;
+  union {
+    void *handle;
+    int32_t i32;
+    uint32_t u32;
+    int64_t i64;
+    float f32;
+    uint64_t local_bytes;
+  } v;
+} fp_karg;
+
+typedef struct fp_backend_ops {
+  fp_backend_kind kind;
+  /* Devices present (0 when there is no platform or driver; never an error). */
+  int (*device_count)(const char *platform);
+  /* Opens the device chosen by opts, fills ctx->info and sets ctx->impl. */
+  fp_status (*init)(fp_context *ctx, const fp_context_options *opts);
+  void (*shutdown)(fp_context *ctx);
+
+  fp_status (*alloc)(fp_context *ctx, uint64_t bytes, void **handle);
+  void (*release)(fp_context *ctx, void *handle);
+  fp_status (*write)(fp_context *ctx, void *handle, uint64_t offset, const void *src,
+                     uint64_t bytes);
+  fp_status (*read)(fp_context *ctx, void *handle, uint64_t offset, void *dst, uint64_t bytes);
+  fp_status (*fill)(fp_context *ctx, void *handle, uint64_t offset, uint64_t bytes,
+                    const void *pattern, size_t pattern_size);
+  fp_status (*copy)(fp_context *ctx, void *dst, uint64_t dst_offset, void *src,
+                    uint64_t src_offset, uint64_t bytes);
+
+  fp_status (*finish)(fp_context *ctx);
+  fp_status (*event_create)(fp_context *ctx, void **event);
+  void (*event_destroy)(fp_context *ctx, void *event);
+  fp_status (*event_record)(fp_context *ctx, void *event);
+  fp_status (*event_synchronize)(fp_context *ctx, void *event);
+  fp_status (*event_elapsed_ms)(fp_context *ctx, void *start, void *end, double *ms);
+
+  bool (*kernel_available)(fp_context *ctx, fp_kernel_id id);
+  /* Builds/loads the family of `id` once per context; reports the time the
+   * build took (the same number on every later call). */
+  fp_status (*kernel_prepare)(fp_context *ctx, fp_kernel_id id, double *compile_ms);
+  fp_status (*launch)(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd,
+                      const fp_karg *args, int nargs);
+} fp_backend_ops;
+
+#define FP_ERROR_MESSAGE_BYTES 8192
+
+struct fp_context {
+  const fp_backend_ops *ops;
+  void *impl; /* the backend's own state */
+  fp_backend_kind kind;
+  fp_device_info info;
+  uint64_t device_mem_limit; /* the cap the device itself implies */
+  uint64_t mem_limit;        /* the cap in force */
+  fp_counters counters;
+  char error[FP_ERROR_MESSAGE_BYTES];
+};
+
+#define FP_BUFFER_MAGIC 0x66704266u /* "fpBf" */
+
+struct fp_buffer {
+  uint32_t magic;
+  fp_context *ctx;
+  void *handle;
+  uint64_t bytes;
+};
+
+struct fp_event {
+  uint32_t magic;
+  fp_context *ctx;
+  void *handle;
+  bool recorded;
+};
+
+/* Records an error on the context (and the thread) and returns `status`. */
+fp_status fp_ctx_error(fp_context *ctx, fp_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Copies src into a fixed-size info field, always terminated. */
+void fp_copy_string(char *dst, size_t dstlen, const char *src);
+
+/* The backends compiled into this build (NULL when not compiled). */
+extern const fp_backend_ops fp_cpu_backend_ops;
+#ifdef FUSEPORT_HAVE_OPENCL
+extern const fp_backend_ops fp_opencl_backend_ops;
+#endif
+#ifdef FUSEPORT_HAVE_CUDA
+extern const fp_backend_ops fp_cuda_backend_ops;
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,32 @@
+/* fuseport CPU backend: how plain-C kernels are declared and registered.
+ *
+ * A CPU kernel receives the launch geometry and the resolved arguments
+ * (buffers are host pointers) and computes the kernel's whole result, in
+ * whatever order suits the CPU: kernels.def defines the result, never the
+ * schedule. Each kernels/cpu/<family>.c registers its kernels by id.
+ */
+#ifndef FUSEPORT_CPU_KERNELS_H
+#define FUSEPORT_CPU_KERNELS_H
+
+#include "backend_impl.h"
+
+typedef void (*fp_cpu_kernel_fn)(const fp_ndrange *nd, const fp_karg *args);
+
+#define FP_KERNEL_FAMILY(family) void fp_cpu_register_##family(fp_cpu_kernel_fn table[FPK_COUNT]);
+#include "kernels.def"
+#undef FP_KERNEL_FAMILY
+
+/* Argument accessors for kernel bodies. */
+#define FP_CPU_F32P(args, i) ((float *)(args)[i].v.handle)
+#define FP_CPU_I64(args, i) ((args)[i].v.i64)
+#define FP_CPU_I32(args, i) ((args)[i].v.i32)
+#define FP_CPU_F32(args, i) ((args)[i].v.f32)
+
+/* Sum of n floats at stride, in float with eight interleaved partial sums
+ * combined pairwise -- the error behaviour of a GPU tree reduction rather
+ * than of one long serial chain. */
+float fp_cpu_sum_f32(const float *x, int64_t n, int64_t stride);
+/* torch.amax over n floats at stride: NaN propagates. */
+float fp_cpu_max_f32(const float *x, int64_t n, int64_t stride);
+
+#endif

@@ -1,0 +1,47 @@
+/* fuseport command: shared pieces of the subcommands. */
+#ifndef FUSEPORT_CLI_H
+#define FUSEPORT_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "backend.h"
+#include "op.h"
+
+/* Exit codes of every subcommand. */
+enum { FP_EXIT_OK = 0, FP_EXIT_FAIL = 1, FP_EXIT_USAGE = 2 };
+
+/* Where a subcommand runs: --backend, --device, --platform. */
+typedef struct fp_cli_target {
+  const char *backend; /* NULL: not given */
+  int device;          /* -1: first */
+  const char *platform;
+} fp_cli_target;
+
+/* Handles --backend/--device/--platform at argv[*i] (advancing *i past a
+ * value). Returns 1 if it consumed the option, 0 if the option is not one of
+ * these, -1 on a usage error (message printed). */
+int fp_cli_target_option(fp_cli_target *t, int argc, char **argv, int *i);
+/* Opens the context the target names; prints the error and returns NULL on
+ * failure. */
+fp_context *fp_cli_open(const fp_cli_target *t);
+
+/* The value of option argv[*i] (advancing *i), or NULL after printing a
+ * usage error when it is missing. */
+const char *fp_cli_value(int argc, char **argv, int *i);
+/* Parses a decimal integer in [min, max]; prints a usage error naming the
+ * option and returns false otherwise. */
+bool fp_cli_parse_i64(const char *option, const char *text, int64_t min, int64_t max,
+                      int64_t *out);
+/* Parses "MxN[,MxN...]" into up to max pairs; false (message printed) on error. */
+bool fp_cli_parse_shapes(const char *option, const char *text, int64_t (*shapes)[2], int max,
+                         int *count);
+/* Splits a comma list of op names ("all" for every op) into ops; false on an
+ * unknown name (message printed). */
+bool fp_cli_parse_ops(const char *text, const fp_op **ops, int max, int *count);
+
+int fp_cmd_list(int argc, char **argv);
+int fp_cmd_check(int argc, char **argv);
+
+#endif

@@ -1,0 +1,156 @@
+/* fuseport CPU kernels, family prim: the random fill and the primitives the
+ * unfused recipes are built from. Semantics: kernels/kernels.def. */
+#include <math.h>
+
+#include "cpu_kernels.h"
+#include "fp_device_common.h"
+
+/* Pairwise summation over blocks of 256 (each summed with eight interleaved
+ * partials): error growth O(log n), like a GPU tree reduction, instead of the
+ * O(n) of one serial chain. */
+float fp_cpu_sum_f32(const float *x, int64_t n, int64_t stride) {
+  if (n > 256) {
+    int64_t half = (n / 2 + 255) / 256 * 256;
+    return fp_cpu_sum_f32(x, half, stride) + fp_cpu_sum_f32(x + half * stride, n - half, stride);
+  }
+  float part[8] = {0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k)
+      part[k] += x[(j + k) * stride];
+  for (int k = 0; j < n; ++j, ++k)
+    part[k] += x[j * stride];
+  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
+float fp_cpu_max_f32(const float *x, int64_t n, int64_t stride) {
+  float m = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) {
+    float v = x[j * stride];
+    if (isnan(v))
+      return v;
+    if (v > m)
+      m = v;
+  }
+  return m;
+}
+
+static void fill_uniform_f32(const fp_ndrange *nd, const fp_karg *args) {
+  (void)nd;
+  float *out = FP_CPU_F32P(args, 0);
+  int64_t n = FP_CPU_I64(args, 1);
+  uint64_t seed = (uint64_t)FP_CPU_I64(args, 2);
+  uint32_t stream = (uint32_t)FP_CPU_I32(args, 3);
+  float scale = FP_CPU_F32(args, 4);
+  int positive = FP_CPU_I32(args, 5);
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = fp_uniform_f32(seed, stream, (uint64_t)i, scale, positive);
+}
+
+static float unary(int op, float a, float alpha, float beta) {
+  switch (op) {
+  case FP_UNARY_COPY:
+    return a;
+  case FP_UNARY_NEG:
+    return -a;
+  case FP_UNARY_EXP:
+    return expf(a);
+  case FP_UNARY_COS:
+    return cosf(a);
+  case FP_UNARY_TANH:
+    return tanhf(a);
+  case FP_UNARY_RSQRT:
+    return 1.0f / sqrtf(a);
+  case FP_UNARY_RELU:
+    return a > 0.0f ? a : (isnan(a) ? a : 0.0f);
+  case FP_UNARY_AFFINE:
+    return alpha * a + beta;
+  default:
+    return NAN;
+  }
+}
+
+static void prim_unary(const fp_ndrange *nd, const fp_karg *args) {
+  (void)nd;
+  float *out = FP_CPU_F32P(args, 0);
+  const float *a = FP_CPU_F32P(args, 1);
+  int op = FP_CPU_I32(args, 2);
+  float alpha = FP_CPU_F32(args, 3), beta = FP_CPU_F32(args, 4);
+  int64_t M = FP_CPU_I64(args, 5), N = FP_CPU_I64(args, 6);
+  int64_t so0 = FP_CPU_I64(args, 7), so1 = FP_CPU_I64(args, 8);
+  int64_t sa0 = FP_CPU_I64(args, 9), sa1 = FP_CPU_I64(args, 10);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      out[i * so0 + j * so1] = unary(op, a[i * sa0 + j * sa1], alpha, beta);
+}
+
+static float binary(int op, float a, float b) {
+  switch (op) {
+  case FP_BINARY_ADD:
+    return a + b;
+  case FP_BINARY_SUB:
+    return a - b;
+  case FP_BINARY_MUL:
+    return a * b;
+  case FP_BINARY_DIV:
+    return a / b;
+  case FP_BINARY_MAX:
+    return fp_maximum(a, b);
+  default:
+    return NAN;
+  }
+}
+
+static void prim_binary(const fp_ndrange *nd, const fp_karg *args) {
+  (void)nd;
+  float *out = FP_CPU_F32P(args, 0);
+  const float *a = FP_CPU_F32P(args, 1);
+  const float *b = FP_CPU_F32P(args, 2);
+  int op = FP_CPU_I32(args, 3);
+  int64_t M = FP_CPU_I64(args, 4), N = FP_CPU_I64(args, 5);
+  int64_t so0 = FP_CPU_I64(args, 6), so1 = FP_CPU_I64(args, 7);
+  int64_t sa0 = FP_CPU_I64(args, 8), sa1 = FP_CPU_I64(args, 9);
+  int64_t sb0 = FP_CPU_I64(args, 10), sb1 = FP_CPU_I64(args, 11);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      out[i * so0 + j * so1] = binary(op, a[i * sa0 + j * sa1], b[i * sb0 + j * sb1]);
+}
+
+static void prim_reduce_rows(const fp_ndrange *nd, const fp_karg *args) {
+  (void)nd;
+  float *out = FP_CPU_F32P(args, 0);
+  const float *a = FP_CPU_F32P(args, 1);
+  int op = FP_CPU_I32(args, 2);
+  int64_t M = FP_CPU_I64(args, 3), N = FP_CPU_I64(args, 4);
+  int64_t sa0 = FP_CPU_I64(args, 5), sa1 = FP_CPU_I64(args, 6);
+  for (int64_t i = 0; i < M; ++i)
+    out[i] = op == FP_REDUCE_SUM ? fp_cpu_sum_f32(a + i * sa0, N, sa1)
+                                 : fp_cpu_max_f32(a + i * sa0, N, sa1);
+}
+
+static void prim_dropout(const fp_ndrange *nd, const fp_karg *args) {
+  (void)nd;
+  float *out = FP_CPU_F32P(args, 0);
+  const float *a = FP_CPU_F32P(args, 1);
+  int64_t M = FP_CPU_I64(args, 2), N = FP_CPU_I64(args, 3);
+  int64_t so0 = FP_CPU_I64(args, 4), so1 = FP_CPU_I64(args, 5);
+  int64_t sa0 = FP_CPU_I64(args, 6), sa1 = FP_CPU_I64(args, 7);
+  float p = FP_CPU_F32(args, 8), scale = FP_CPU_F32(args, 9);
+  uint64_t seed = (uint64_t)FP_CPU_I64(args, 10);
+  int training = FP_CPU_I32(args, 11);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float v = a[i * sa0 + j * sa1];
+      if (training)
+        v = fp_dropout_keep(seed, (uint64_t)(i * N + j), p) ? v * scale : 0.0f;
+      out[i * so0 + j * so1] = v;
+    }
+}
+
+void fp_cpu_register_prim(fp_cpu_kernel_fn table[FPK_COUNT]) {
+  table[FPK_fill_uniform_f32] = fill_uniform_f32;
+  table[FPK_prim_unary] = prim_unary;
+  table[FPK_prim_binary] = prim_binary;
+  table[FPK_prim_reduce_rows] = prim_reduce_rows;
+  table[FPK_prim_dropout] = prim_dropout;
+}

@@ -1,0 +1,241 @@
+/* fuseport operators: descriptors, cost models, references, variants, and
+ * the one registry every tool iterates.
+ *
+ * An operator is written once on the host: its parameters, the tensors it
+ * reads and writes (shape, dtype, strides, how to fill them), the bytes and
+ * FLOPs each variant must move, a float64 reference, and a recipe per variant
+ * that launches kernels through the backend layer. `fuseport list`, the
+ * tests and the benchmark all walk fp_op_at(0..fp_op_count()-1), so an op
+ * added to the registry is checked and benchmarked everywhere.
+ */
+#ifndef FUSEPORT_OP_H
+#define FUSEPORT_OP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FP_MAX_PARAMS 10
+#define FP_MAX_TENSORS 6
+#define FP_MAX_WORKSPACE 6
+#define FP_MAX_VARIANTS 4
+
+typedef enum fp_dtype { FP_F32 = 0, FP_F16, FP_BF16, FP_I32, FP_U32 } fp_dtype;
+size_t fp_dtype_size(fp_dtype dtype);
+const char *fp_dtype_name(fp_dtype dtype);
+
+/* ---- parameters ------------------------------------------------------------ */
+
+typedef enum fp_param_type {
+  FP_PARAM_DIM,    /* a tensor dimension: an integer >= 1; the product of an
+                      op's dimensions must keep byte counts inside int64 */
+  FP_PARAM_INT,    /* an integer (seeds, counts) */
+  FP_PARAM_FLOAT,  /* a real number */
+  FP_PARAM_BOOL,   /* 0/1, also "true"/"false" */
+  FP_PARAM_CHOICE  /* one of `choices`; the value is its index */
+} fp_param_type;
+
+typedef struct fp_param_decl {
+  const char *name;
+  fp_param_type type;
+  double def, min, max;       /* default and inclusive range */
+  const char *const *choices; /* FP_PARAM_CHOICE: NULL-terminated names */
+  const char *help;
+} fp_param_decl;
+
+struct fp_op;
+
+/* A concrete problem: an op and a value for each of its parameters. */
+typedef struct fp_problem {
+  const struct fp_op *op;
+  double v[FP_MAX_PARAMS];
+} fp_problem;
+
+/* Starts from the op's defaults. */
+void fp_problem_init(fp_problem *p, const struct fp_op *op);
+/* Sets one parameter from text ("4096", "0.1", "true", "transposed"). */
+fp_status fp_problem_set(fp_problem *p, const char *name, const char *value);
+/* Sets the op's shape from a benchmark grid cell (dim0 x dim1). */
+fp_status fp_problem_set_grid(fp_problem *p, int64_t dim0, int64_t dim1);
+/* Full validation: ranges, shapes that overflow, op-specific rules. */
+fp_status fp_problem_validate(const fp_problem *p);
+int64_t fp_problem_int(const fp_problem *p, int index);
+/* "M=128 N=1000 p=0.5 ..." into buf. */
+void fp_problem_describe(const fp_problem *p, char *buf, size_t buflen);
+
+/* ---- tensors ------------------------------------------------------------------ */
+
+typedef struct fp_tensor_desc {
+  const char *name;
+  fp_dtype dtype;
+  int rank; /* 1..4 */
+  int64_t shape[4];
+  int64_t strides[4];     /* in elements; the logical index i of dim d -> i*strides[d] */
+  int64_t storage_elems;  /* elements the buffer holds */
+  float fill_scale;       /* inputs: random values in [-scale, scale) (power of two) */
+  bool fill_positive;     /* inputs: [0, scale) instead */
+} fp_tensor_desc;
+
+typedef struct fp_io_desc {
+  int n_in, n_out;
+  fp_tensor_desc in[FP_MAX_TENSORS];
+  fp_tensor_desc out[FP_MAX_TENSORS];
+} fp_io_desc;
+
+/* Helpers for describe(): a contiguous row-major tensor / a strided view. */
+void fp_tensor_1d(fp_tensor_desc *t, const char *name, int64_t n);
+void fp_tensor_2d(fp_tensor_desc *t, const char *name, int64_t rows, int64_t cols);
+/* [rows, cols] viewed from a column-major [cols, rows] storage (a transpose). */
+void fp_tensor_2d_transposed(fp_tensor_desc *t, const char *name, int64_t rows, int64_t cols);
+uint64_t fp_tensor_bytes(const fp_tensor_desc *t);
+bool fp_tensor_row_contiguous(const fp_tensor_desc *t);
+
+/* A host view of an input, for the reference: either the float data as
+ * stored, or (data == NULL) regenerated on the fly from the same counter-based
+ * generator that filled the device buffer. */
+typedef struct fp_host_tensor {
+  const fp_tensor_desc *desc;
+  const float *data;
+  uint64_t seed;
+  uint32_t stream;
+} fp_host_tensor;
+
+/* Logical element (i) of a rank-1 tensor, (i, j) of a rank-2 tensor. */
+double fp_host_at1(const fp_host_tensor *t, int64_t i);
+double fp_host_at2(const fp_host_tensor *t, int64_t i, int64_t j);
+
+/* ---- cost model ------------------------------------------------------------------ */
+
+/* What a variant must move and compute, summed over the kernels it launches:
+ * each kernel counts the bytes it must read and write at the least (every
+ * operand once) and its floating-point operations. */
+typedef struct fp_cost {
+  uint64_t bytes_read;
+  uint64_t bytes_written;
+  double flops;
+  int kernels;              /* launches per call */
+  uint64_t workspace_bytes; /* intermediates in device memory */
+  int workspace_buffers;
+} fp_cost;
+
+/* ---- variants and ops ------------------------------------------------------------- */
+
+/* A recipe is the host side of a variant (ops/recipe.h). It is written once
+ * and serves three purposes: run for real, or dry (no context) to size the
+ * workspace and to sum the cost model, so the kernel count, the bytes and the
+ * intermediates the benchmark reports can never drift from what runs. */
+typedef struct fp_recipe fp_recipe;
+
+typedef struct fp_variant {
+  const char *name; /* "fused", "unfused" */
+  const char *summary;
+  fp_status (*recipe)(fp_recipe *rc, const fp_problem *p);
+} fp_variant;
+
+/* Cost model of a variant on a device (dev may be NULL: a generic GPU). */
+fp_status fp_variant_cost(const fp_problem *p, const fp_variant *v, const fp_device_info *dev,
+                          fp_cost *cost);
+
+/* Accuracy gate: |out - ref| <= atol * max|ref| + rtol * |ref| elementwise
+ * (scale-aware absolute term, so the gate does not depend on the data's
+ * magnitude); NaN passes only where the reference is NaN. */
+typedef struct fp_tolerance {
+  double rtol;
+  double atol;
+} fp_tolerance;
+
+typedef struct fp_op {
+  const char *name;
+  const char *family;
+  const char *summary;
+  int n_params;
+  fp_param_decl params[FP_MAX_PARAMS];
+  /* Parameter indices of the grid shape: dim0 -> grid_param[0], dim1 -> [1]. */
+  int grid_param[2];
+  /* Op-specific validation beyond ranges (may be NULL). */
+  fp_status (*validate)(const fp_problem *p);
+  void (*describe)(const fp_problem *p, fp_io_desc *io);
+  /* Output rows: the leading dimension every output shares. */
+  int64_t (*rows)(const fp_problem *p);
+  /* float64 reference for output rows [r0, r1): out[k] holds rows r0..r1-1 of
+   * output k, each row of prod(shape[1:]) elements, contiguous. */
+  void (*reference)(const fp_problem *p, const fp_host_tensor *in, int64_t r0, int64_t r1,
+                    double *const *out);
+  fp_tolerance tol;
+  int n_variants;
+  fp_variant variants[FP_MAX_VARIANTS];
+} fp_op;
+
+int fp_op_count(void);
+const fp_op *fp_op_at(int index);
+/* NULL when unknown; fp_op_lookup reports the known names instead. */
+const fp_op *fp_op_find(const char *name);
+fp_status fp_op_lookup(const char *name, const fp_op **out);
+const fp_variant *fp_op_variant(const fp_op *op, const char *name);
+fp_status fp_op_variant_lookup(const fp_op *op, const char *name, const fp_variant **out);
+
+/* ---- running: plans ---------------------------------------------------------------- */
+
+/* A plan binds (context, problem, variant) and owns the workspace. Creating
+ * it validates the problem and allocates the intermediates, so that what
+ * execute() times is the kernels alone. */
+typedef struct fp_plan fp_plan;
+
+fp_status fp_plan_create(fp_context *ctx, const fp_problem *p, const fp_variant *variant,
+                         fp_plan **out);
+/* Checks that in/out are live buffers of the context and large enough. */
+fp_status fp_plan_execute(fp_plan *plan, fp_buffer *const *in, fp_buffer *const *out);
+void fp_plan_destroy(fp_plan *plan);
+/* The plan's cost model (workspace sized for its context's device). */
+const fp_cost *fp_plan_cost(const fp_plan *plan);
+
+/* ---- inputs, outputs and the reference check ------------------------------------------ */
+
+/* Allocates every input and output of io (all or nothing). */
+fp_status fp_io_alloc(fp_context *ctx, const fp_io_desc *io, fp_buffer **in, fp_buffer **out);
+void fp_io_free(const fp_io_desc *io, fp_buffer **in, fp_buffer **out);
+/* Fills input k on the device from (seed, stream k): never zeros. */
+fp_status fp_io_fill_inputs(fp_context *ctx, const fp_io_desc *io, uint64_t seed,
+                            fp_buffer *const *in);
+/* Fills every output with a NaN pattern so an unwritten element shows. */
+fp_status fp_io_poison_outputs(fp_context *ctx, const fp_io_desc *io, fp_buffer *const *out);
+
+typedef struct fp_accuracy {
+  double max_abs_err;
+  double max_rel_err; /* |out-ref| / (|ref| + tiny) */
+  double rel_l2_err;  /* ||out-ref|| / ||ref|| */
+  int64_t checked;    /* elements compared */
+  int64_t bad;        /* elements outside the tolerance */
+  bool ok;
+  char first_bad[256]; /* where and what, for the first failure */
+} fp_accuracy;
+
+/* Row ranges to check; rows beyond the op's count are clipped. */
+typedef struct fp_row_sample {
+  int n;
+  int64_t r0[4], r1[4];
+} fp_row_sample;
+
+/* All rows when the op's outputs hold at most max_elems elements (0: always
+ * all), else a sample of first, middle and last rows. */
+fp_row_sample fp_row_sample_for(const fp_problem *p, const fp_io_desc *io, int64_t max_elems);
+
+/* Compares outputs on the device against the float64 reference computed from
+ * `in` (one host view per input). */
+fp_status fp_check_outputs(fp_context *ctx, const fp_problem *p, const fp_io_desc *io,
+                           const fp_host_tensor *in, fp_buffer *const *out,
+                           const fp_row_sample *rows, fp_accuracy *acc);
+
+/* Host views of inputs filled by fp_io_fill_inputs(seed). */
+void fp_host_inputs_generated(const fp_io_desc *io, uint64_t seed, fp_host_tensor *views);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

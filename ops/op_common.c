@@ -1,0 +1,490 @@
+/* fuseport operators: problems, tensor descriptors, recipes and plans. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "fp_device_common.h"
+#include "recipe.h"
+
+/* ---- dtypes ------------------------------------------------------------------ */
+
+size_t fp_dtype_size(fp_dtype dtype) {
+  switch (dtype) {
+  case FP_F32:
+  case FP_I32:
+  case FP_U32:
+    return 4;
+  case FP_F16:
+  case FP_BF16:
+    return 2;
+  }
+  return 0;
+}
+
+const char *fp_dtype_name(fp_dtype dtype) {
+  switch (dtype) {
+  case FP_F32:
+    return "f32";
+  case FP_F16:
+    return "f16";
+  case FP_BF16:
+    return "bf16";
+  case FP_I32:
+    return "i32";
+  case FP_U32:
+    return "u32";
+  }
+  return "unknown";
+}
+
+/* ---- problems ---------------------------------------------------------------- */
+
+void fp_problem_init(fp_problem *p, const fp_op *op) {
+  if (p == NULL)
+    return;
+  memset(p, 0, sizeof *p);
+  p->op = op;
+  if (op == NULL)
+    return;
+  for (int k = 0; k < op->n_params; ++k)
+    p->v[k] = op->params[k].def;
+}
+
+static int find_param(const fp_op *op, const char *name) {
+  for (int k = 0; k < op->n_params; ++k)
+    if (strcmp(op->params[k].name, name) == 0)
+      return k;
+  return -1;
+}
+
+static void list_params(const fp_op *op, char *buf, size_t len) {
+  buf[0] = '\0';
+  for (int k = 0; k < op->n_params; ++k) {
+    size_t used = strlen(buf);
+    snprintf(buf + used, len - used, "%s%s", k ? ", " : "", op->params[k].name);
+  }
+}
+
+static fp_status check_range(const fp_op *op, const fp_param_decl *d, double value) {
+  if (!(value >= d->min && value <= d->max)) /* also rejects NaN */
+    return fp_error(FP_ERR_INVALID_ARGUMENT,
+                    "op %s: parameter %s=%.17g is out of range [%.17g, %.17g]", op->name, d->name,
+                    value, d->min, d->max);
+  if (d->type != FP_PARAM_FLOAT && value != floor(value))
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "op %s: parameter %s=%.17g must be an integer",
+                    op->name, d->name, value);
+  return FP_OK;
+}
+
+fp_status fp_problem_set(fp_problem *p, const char *name, const char *value) {
+  if (p == NULL || p->op == NULL || name == NULL || value == NULL)
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "fp_problem_set: NULL argument");
+  const fp_op *op = p->op;
+  int k = find_param(op, name);
+  if (k < 0) {
+    char names[512];
+    list_params(op, names, sizeof names);
+    return fp_error(FP_ERR_NOT_FOUND, "op %s has no parameter '%s' (its parameters: %s)",
+                    op->name, name, names);
+  }
+  const fp_param_decl *d = &op->params[k];
+  double parsed = 0.0;
+  char *end = NULL;
+  errno = 0;
+  switch (d->type) {
+  case FP_PARAM_DIM:
+  case FP_PARAM_INT: {
+    long long v = strtoll(value, &end, 10);
+    if (end == value || *end != '\0' || errno != 0)
+      return fp_error(FP_ERR_INVALID_ARGUMENT, "op %s: parameter %s='%s' is not an integer",
+                      op->name, name, value);
+    parsed = (double)v;
+    break;
+  }
+  case FP_PARAM_FLOAT:
+    parsed = strtod(value, &end);
+    if (end == value || *end != '\0' || errno != 0)
+      return fp_error(FP_ERR_INVALID_ARGUMENT, "op %s: parameter %s='%s' is not a number",
+                      op->name, name, value);
+    break;
+  case FP_PARAM_BOOL:
+    if (strcmp(value, "1") == 0 || strcasecmp(value, "true") == 0 ||
+        strcasecmp(value, "yes") == 0 || strcasecmp(value, "on") == 0)
+      parsed = 1.0;
+    else if (strcmp(value, "0") == 0 || strcasecmp(value, "false") == 0 ||
+             strcasecmp(value, "no") == 0 || strcasecmp(value, "off") == 0)
+      parsed = 0.0;
+    else
+      return fp_error(FP_ERR_INVALID_ARGUMENT,
+                      "op %s: parameter %s='%s' is not a boolean (true/false, 1/0)", op->name,
+                      name, value);
+    break;
+  case FP_PARAM_CHOICE: {
+    int found = -1;
+    char names[256] = "";
+    for (int c = 0; d->choices[c] != NULL; ++c) {
+      size_t used = strlen(names);
+      snprintf(names + used, sizeof names - used, "%s%s", c ? ", " : "", d->choices[c]);
+      if (strcmp(d->choices[c], value) == 0)
+        found = c;
+    }
+    if (found < 0)
+      return fp_error(FP_ERR_INVALID_ARGUMENT, "op %s: parameter %s='%s' is not one of: %s",
+                      op->name, name, value, names);
+    parsed = found;
+    break;
+  }
+  }
+  fp_status st = check_range(op, d, parsed);
+  if (st == FP_OK)
+    p->v[k] = parsed;
+  return st;
+}
+
+fp_status fp_problem_set_grid(fp_problem *p, int64_t dim0, int64_t dim1) {
+  if (p == NULL || p->op == NULL)
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "fp_problem_set_grid: NULL problem");
+  const int64_t dims[2] = {dim0, dim1};
+  for (int g = 0; g < 2; ++g) {
+    int k = p->op->grid_param[g];
+    fp_status st = check_range(p->op, &p->op->params[k], (double)dims[g]);
+    if (st != FP_OK)
+      return st;
+    p->v[k] = (double)dims[g];
+  }
+  return FP_OK;
+}
+
+/* Elements past which a tensor's byte count (up to 16 bytes an element, with
+ * room for offsets) could leave int64. */
+#define FP_MAX_ELEMENTS (INT64_MAX / 64)
+
+fp_status fp_problem_validate(const fp_problem *p) {
+  if (p == NULL || p->op == NULL)
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "problem or its op is NULL");
+  const fp_op *op = p->op;
+  double elements = 1.0;
+  char dims[256] = "";
+  for (int k = 0; k < op->n_params; ++k) {
+    fp_status st = check_range(op, &op->params[k], p->v[k]);
+    if (st != FP_OK)
+      return st;
+    if (op->params[k].type == FP_PARAM_DIM) {
+      elements *= p->v[k];
+      size_t used = strlen(dims);
+      snprintf(dims + used, sizeof dims - used, "%s%s=%.0f", used ? "*" : "", op->params[k].name,
+               p->v[k]);
+    }
+  }
+  if (elements > (double)FP_MAX_ELEMENTS)
+    return fp_error(FP_ERR_INVALID_ARGUMENT,
+                    "op %s: %s = %.4g elements: the byte count overflows 64-bit sizes", op->name,
+                    dims, elements);
+  return op->validate != NULL ? op->validate(p) : FP_OK;
+}
+
+int64_t fp_problem_int(const fp_problem *p, int index) { return (int64_t)p->v[index]; }
+
+void fp_problem_describe(const fp_problem *p, char *buf, size_t buflen) {
+  if (buf == NULL || buflen == 0)
+    return;
+  buf[0] = '\0';
+  if (p == NULL || p->op == NULL)
+    return;
+  for (int k = 0; k < p->op->n_params; ++k) {
+    const fp_param_decl *d = &p->op->params[k];
+    size_t used = strlen(buf);
+    const char *sep = k ? " " : "";
+    switch (d->type) {
+    case FP_PARAM_DIM:
+    case FP_PARAM_INT:
+      snprintf(buf + used, buflen - used, "%s%s=%lld", sep, d->name, (long long)p->v[k]);
+      break;
+    case FP_PARAM_FLOAT:
+      snprintf(buf + used, buflen - used, "%s%s=%g", sep, d->name, p->v[k]);
+      break;
+    case FP_PARAM_BOOL:
+      snprintf(buf + used, buflen - used, "%s%s=%s", sep, d->name, p->v[k] != 0 ? "true" : "false");
+      break;
+    case FP_PARAM_CHOICE:
+      snprintf(buf + used, buflen - used, "%s%s=%s", sep, d->name, d->choices[(int)p->v[k]]);
+      break;
+    }
+  }
+}
+
+/* ---- tensors ---------------------------------------------------------------------- */
+
+static void tensor_init(fp_tensor_desc *t, const char *name, int rank) {
+  memset(t, 0, sizeof *t);
+  t->name = name;
+  t->dtype = FP_F32;
+  t->rank = rank;
+  t->fill_scale = 1.0f;
+}
+
+void fp_tensor_1d(fp_tensor_desc *t, const char *name, int64_t n) {
+  tensor_init(t, name, 1);
+  t->shape[0] = n;
+  t->strides[0] = 1;
+  t->storage_elems = n;
+}
+
+void fp_tensor_2d(fp_tensor_desc *t, const char *name, int64_t rows, int64_t cols) {
+  tensor_init(t, name, 2);
+  t->shape[0] = rows;
+  t->shape[1] = cols;
+  t->strides[0] = cols;
+  t->strides[1] = 1;
+  t->storage_elems = rows * cols;
+}
+
+void fp_tensor_2d_transposed(fp_tensor_desc *t, const char *name, int64_t rows, int64_t cols) {
+  fp_tensor_2d(t, name, rows, cols);
+  t->strides[0] = 1;
+  t->strides[1] = rows;
+}
+
+uint64_t fp_tensor_bytes(const fp_tensor_desc *t) {
+  return (uint64_t)t->storage_elems * fp_dtype_size(t->dtype);
+}
+
+bool fp_tensor_row_contiguous(const fp_tensor_desc *t) {
+  int64_t expect = 1;
+  for (int d = t->rank - 1; d >= 0; --d) {
+    if (t->shape[d] != 1 && t->strides[d] != expect)
+      return false;
+    expect *= t->shape[d];
+  }
+  return true;
+}
+
+static double host_load(const fp_host_tensor *t, int64_t index) {
+  if (t->data != NULL)
+    return t->data[index];
+  return fp_uniform_f32(t->seed, t->stream, (uint64_t)index, t->desc->fill_scale,
+                        t->desc->fill_positive);
+}
+
+double fp_host_at1(const fp_host_tensor *t, int64_t i) {
+  return host_load(t, i * t->desc->strides[0]);
+}
+
+double fp_host_at2(const fp_host_tensor *t, int64_t i, int64_t j) {
+  return host_load(t, i * t->desc->strides[0] + j * t->desc->strides[1]);
+}
+
+void fp_host_inputs_generated(const fp_io_desc *io, uint64_t seed, fp_host_tensor *views) {
+  for (int k = 0; k < io->n_in; ++k) {
+    views[k].desc = &io->in[k];
+    views[k].data = NULL;
+    views[k].seed = seed;
+    views[k].stream = (uint32_t)k;
+  }
+}
+
+/* ---- recipes ---------------------------------------------------------------------- */
+
+/* What a dry run assumes when no device is given: an H100-like GPU. */
+static const fp_device_info generic_device = {
+    .name = "generic GPU",
+    .global_mem_bytes = 80ull << 30,
+    .l2_cache_bytes = 50ull << 20,
+    .local_mem_bytes = 48 * 1024,
+    .max_group_size = 1024,
+    .subgroup_width = 32,
+    .compute_units = 132,
+};
+
+fp_buffer *fp_rc_in(fp_recipe *rc, int k) { return rc->ctx != NULL ? rc->in[k] : NULL; }
+fp_buffer *fp_rc_out(fp_recipe *rc, int k) { return rc->ctx != NULL ? rc->out[k] : NULL; }
+
+static fp_status rc_fail(fp_recipe *rc, fp_status st) {
+  if (rc->status == FP_OK)
+    rc->status = st;
+  return st;
+}
+
+fp_buffer *fp_rc_ws(fp_recipe *rc, int k, uint64_t bytes) {
+  if (k < 0 || k > rc->n_ws || k >= FP_MAX_WORKSPACE || bytes == 0) {
+    rc_fail(rc, fp_error(FP_ERR_INTERNAL, "recipe asked for workspace %d of %llu bytes out of order",
+                         k, (unsigned long long)bytes));
+    return NULL;
+  }
+  if (rc->ctx == NULL) { /* dry run: size it */
+    if (k == rc->n_ws) {
+      rc->ws_bytes[rc->n_ws++] = bytes;
+    } else if (bytes > rc->ws_bytes[k]) {
+      rc->ws_bytes[k] = bytes;
+    }
+    return NULL;
+  }
+  if (k >= rc->n_ws || bytes > rc->ws_bytes[k]) {
+    rc_fail(rc, fp_error(FP_ERR_INTERNAL, "recipe workspace %d differs between dry and real run",
+                         k));
+    return NULL;
+  }
+  return rc->ws[k];
+}
+
+fp_status fp_rc_launch(fp_recipe *rc, fp_kernel_id id, const fp_ndrange *nd, const fp_arg *args,
+                       int nargs, fp_kernel_cost cost) {
+  if (rc->status != FP_OK)
+    return rc->status;
+  rc->cost.bytes_read += cost.bytes_read;
+  rc->cost.bytes_written += cost.bytes_written;
+  rc->cost.flops += cost.flops;
+  rc->cost.kernels += 1;
+  if (rc->ctx == NULL)
+    return FP_OK;
+  fp_status st = fp_launch(rc->ctx, id, nd, args, nargs);
+  return st == FP_OK ? FP_OK : rc_fail(rc, st);
+}
+
+static void recipe_init(fp_recipe *rc, fp_context *ctx, const fp_device_info *dev) {
+  memset(rc, 0, sizeof *rc);
+  rc->ctx = ctx;
+  rc->dev = dev != NULL ? dev : &generic_device;
+}
+
+static fp_status dry_run(const fp_problem *p, const fp_variant *v, const fp_device_info *dev,
+                         fp_recipe *rc) {
+  recipe_init(rc, NULL, dev);
+  fp_status st = v->recipe(rc, p);
+  if (st == FP_OK)
+    st = rc->status;
+  for (int k = 0; k < rc->n_ws; ++k)
+    rc->cost.workspace_bytes += rc->ws_bytes[k];
+  rc->cost.workspace_buffers = rc->n_ws;
+  return st;
+}
+
+static bool variant_of(const fp_op *op, const fp_variant *v) {
+  for (int k = 0; k < op->n_variants; ++k)
+    if (&op->variants[k] == v)
+      return true;
+  return false;
+}
+
+fp_status fp_variant_cost(const fp_problem *p, const fp_variant *v, const fp_device_info *dev,
+                          fp_cost *cost) {
+  if (p == NULL || v == NULL || cost == NULL)
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "fp_variant_cost: NULL argument");
+  fp_status st = fp_problem_validate(p);
+  if (st != FP_OK)
+    return st;
+  if (!variant_of(p->op, v))
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "variant '%s' is not a variant of op %s", v->name,
+                    p->op->name);
+  fp_recipe rc;
+  st = dry_run(p, v, dev, &rc);
+  *cost = rc.cost;
+  return st;
+}
+
+/* ---- plans -------------------------------------------------------------------------- */
+
+struct fp_plan {
+  fp_context *ctx;
+  fp_problem problem;
+  const fp_variant *variant;
+  fp_io_desc io;
+  fp_recipe dry; /* sizes and cost; ws[] holds the allocated workspace */
+};
+
+fp_status fp_plan_create(fp_context *ctx, const fp_problem *p, const fp_variant *variant,
+                         fp_plan **out) {
+  if (out == NULL)
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "fp_plan_create: out is NULL");
+  *out = NULL;
+  if (ctx == NULL)
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "fp_plan_create: context is NULL");
+  if (variant == NULL)
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "fp_plan_create: variant is NULL");
+  fp_status st = fp_problem_validate(p);
+  if (st != FP_OK)
+    return st;
+  if (!variant_of(p->op, variant))
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "variant '%s' is not a variant of op %s",
+                    variant->name, p->op->name);
+  fp_plan *plan = calloc(1, sizeof *plan);
+  if (plan == NULL)
+    return fp_error(FP_ERR_OUT_OF_MEMORY, "fp_plan_create: host allocation failed");
+  plan->ctx = ctx;
+  plan->problem = *p;
+  plan->variant = variant;
+  p->op->describe(p, &plan->io);
+  st = dry_run(p, variant, fp_context_device(ctx), &plan->dry);
+  for (int k = 0; st == FP_OK && k < plan->dry.n_ws; ++k)
+    st = fp_buffer_alloc(ctx, plan->dry.ws_bytes[k], &plan->dry.ws[k]);
+  if (st != FP_OK) {
+    fp_plan_destroy(plan);
+    return st;
+  }
+  *out = plan;
+  return FP_OK;
+}
+
+static fp_status check_io_buffer(const fp_plan *plan, fp_buffer *buf, const fp_tensor_desc *t,
+                                 const char *role, int k) {
+  const char *op = plan->problem.op->name;
+  if (buf == NULL)
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "op %s: %s %d (%s) buffer is NULL", op, role, k,
+                    t->name);
+  if (fp_buffer_context(buf) != plan->ctx)
+    return fp_error(FP_ERR_INVALID_ARGUMENT,
+                    "op %s: %s %d (%s) is not a live buffer of the plan's context", op, role, k,
+                    t->name);
+  if (fp_buffer_size(buf) < fp_tensor_bytes(t))
+    return fp_error(FP_ERR_INVALID_ARGUMENT,
+                    "op %s: %s %d (%s) holds %llu bytes, the shape needs %llu", op, role, k,
+                    t->name, (unsigned long long)fp_buffer_size(buf),
+                    (unsigned long long)fp_tensor_bytes(t));
+  return FP_OK;
+}
+
+fp_status fp_plan_execute(fp_plan *plan, fp_buffer *const *in, fp_buffer *const *out) {
+  if (plan == NULL)
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "fp_plan_execute: plan is NULL");
+  if (in == NULL || out == NULL)
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "fp_plan_execute: buffer list is NULL");
+  const fp_io_desc *io = &plan->io;
+  for (int k = 0; k < io->n_in; ++k) {
+    fp_status st = check_io_buffer(plan, in[k], &io->in[k], "input", k);
+    if (st != FP_OK)
+      return st;
+  }
+  for (int k = 0; k < io->n_out; ++k) {
+    fp_status st = check_io_buffer(plan, out[k], &io->out[k], "output", k);
+    if (st != FP_OK)
+      return st;
+    for (int j = 0; j < io->n_in; ++j)
+      if (out[k] == in[j])
+        return fp_error(FP_ERR_INVALID_ARGUMENT,
+                        "op %s: output %d (%s) is the same buffer as input %d (%s); in-place "
+                        "operation is not supported",
+                        plan->problem.op->name, k, io->out[k].name, j, io->in[j].name);
+  }
+  fp_recipe rc = plan->dry;
+  rc.ctx = plan->ctx;
+  rc.in = in;
+  rc.out = out;
+  rc.status = FP_OK;
+  memset(&rc.cost, 0, sizeof rc.cost);
+  fp_status st = plan->variant->recipe(&rc, &plan->problem);
+  return st != FP_OK ? st : rc.status;
+}
+
+void fp_plan_destroy(fp_plan *plan) {
+  if (plan == NULL)
+    return;
+  for (int k = 0; k < FP_MAX_WORKSPACE; ++k)
+    fp_buffer_free(plan->dry.ws[k]);
+  free(plan);
+}
+
+const fp_cost *fp_plan_cost(const fp_plan *plan) { return plan != NULL ? &plan->dry.cost : NULL; }

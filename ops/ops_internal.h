@@ -1,0 +1,44 @@
+/* fuseport operators: shared helpers of the op family files. */
+#ifndef FUSEPORT_OPS_INTERNAL_H
+#define FUSEPORT_OPS_INTERNAL_H
+
+#include "recipe.h"
+
+#define P_INT(p, k) fp_problem_int((p), (k))
+
+/* Every 2-D op of the seed study: M rows (dim0) by N columns (dim1). */
+enum { P_M = 0, P_N = 1 };
+#define FP_DIM_MAX 1099511627776.0 /* 2^40 per dimension; products are checked too */
+#define FP_DIM_PARAMS                                                                              \
+  {"M", FP_PARAM_DIM, 1024, 1, FP_DIM_MAX, NULL, "rows (the seed's dim0)"},                        \
+      {"N", FP_PARAM_DIM, 1024, 1, FP_DIM_MAX, NULL,                                               \
+       "columns (dim1): contiguous, and the reduced dimension of row reductions"}
+
+/* Tolerances (see fp_tolerance): float32 elementwise math is a few ulps off
+ * the float64 reference; reductions add the rounding of an N-term sum, and
+ * norm_chain compounds three of them. */
+#define FP_TOL_ELEMENTWISE {1e-5, 1e-6}
+#define FP_TOL_REDUCTION {1e-4, 1e-5}
+
+#define TRY(expr)                                                                                  \
+  do {                                                                                             \
+    fp_status try_status_ = (expr);                                                                \
+    if (try_status_ != FP_OK)                                                                      \
+      return try_status_;                                                                          \
+  } while (0)
+
+int64_t fp_rows_param_m(const fp_problem *p);
+
+static inline uint64_t fp_tensor_desc_elems(const fp_tensor_desc *t) {
+  uint64_t n = 1;
+  for (int d = 0; d < t->rank; ++d)
+    n *= (uint64_t)t->shape[d];
+  return n;
+}
+
+extern const fp_op fp_op_pointwise_chain, fp_op_bias_gelu, fp_op_bias_dropout_add;
+extern const fp_op fp_op_softmax, fp_op_double_softmax, fp_op_softmax_backward, fp_op_layernorm,
+    fp_op_norm_chain;
+extern const fp_op fp_op_hreduce_pointwise, fp_op_hreduce_reduce;
+
+#endif

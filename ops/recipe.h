@@ -1,0 +1,91 @@
+/* fuseport: writing an operator's variants (for op implementers).
+ *
+ * A recipe is called with an fp_recipe that either runs for real (ctx set)
+ * or dry (ctx NULL: no buffers, nothing launched). Through it the recipe gets
+ * its tensors, asks for workspace and launches kernels, declaring for each
+ * launch the bytes it must move and the FLOPs it does. A dry run therefore
+ * yields the workspace sizes and the cost model from the very code that runs.
+ *
+ *   static fp_status softmax_fused(fp_recipe *rc, const fp_problem *p) {
+ *     int64_t M = fp_problem_int(p, 0), N = fp_problem_int(p, 1);
+ *     fp_arg a[] = {fp_arg_buf(fp_rc_out(rc, 0)), fp_arg_buf(fp_rc_in(rc, 0)),
+ *                   fp_arg_i64(M), fp_arg_i64(N)};
+ *     fp_ndrange nd = fp_rows_range(rc, M, N);
+ *     return fp_rc_launch(rc, FPK_softmax_fused, &nd, a, 4,
+ *                         fp_kcost(4 * M * N, 4 * M * N, 5.0 * M * N));
+ *   }
+ */
+#ifndef FUSEPORT_RECIPE_H
+#define FUSEPORT_RECIPE_H
+
+#include "op.h"
+
+struct fp_recipe {
+  fp_context *ctx;           /* NULL: dry run */
+  const fp_device_info *dev; /* never NULL (a generic device in a dry run without one) */
+  fp_buffer *const *in;
+  fp_buffer *const *out;
+  fp_buffer *ws[FP_MAX_WORKSPACE]; /* real run: allocated from the dry run's sizes */
+  uint64_t ws_bytes[FP_MAX_WORKSPACE];
+  int n_ws;
+  fp_cost cost;
+  fp_status status; /* first failure (dry run: a recipe error) */
+};
+
+/* Bytes and FLOPs of one launch. */
+typedef struct fp_kernel_cost {
+  uint64_t bytes_read, bytes_written;
+  double flops;
+} fp_kernel_cost;
+
+static inline fp_kernel_cost fp_kcost(uint64_t read, uint64_t written, double flops) {
+  fp_kernel_cost c;
+  c.bytes_read = read;
+  c.bytes_written = written;
+  c.flops = flops;
+  return c;
+}
+
+/* Input/output k (NULL in a dry run). */
+fp_buffer *fp_rc_in(fp_recipe *rc, int k);
+fp_buffer *fp_rc_out(fp_recipe *rc, int k);
+/* Workspace buffer k of `bytes` (NULL in a dry run). Indices are dense from
+ * 0; asking for the same index again reuses that buffer (it must fit), which
+ * is how a recipe models a caching allocator handing back a dead
+ * intermediate. */
+fp_buffer *fp_rc_ws(fp_recipe *rc, int k, uint64_t bytes);
+
+/* Enqueues a kernel (real run) and adds its cost (both runs). */
+fp_status fp_rc_launch(fp_recipe *rc, fp_kernel_id id, const fp_ndrange *nd, const fp_arg *args,
+                       int nargs, fp_kernel_cost cost);
+
+/* Geometry helpers for the conventions of kernels.def. */
+fp_ndrange fp_elem_range(const fp_recipe *rc, int64_t n);
+/* ROWS: one group per row (up to a cap), local size from N and the device. */
+fp_ndrange fp_rows_range(const fp_recipe *rc, int64_t M, int64_t N);
+fp_ndrange fp_tile_range(const fp_recipe *rc, int64_t M, int64_t N);
+
+/* ---- the unfused building blocks: one primitive kernel each ---------------- */
+
+/* A 2-D [M, N] view of a float buffer with element strides; stride 0
+ * broadcasts (a bias [N] is (0, 1), a per-row value [M] is (1, 0)). */
+typedef struct fp_view {
+  fp_buffer *buf;
+  int64_t M, N, s0, s1;
+} fp_view;
+
+fp_view fp_view_rows(fp_buffer *b, int64_t M, int64_t N);   /* row-major [M,N] */
+fp_view fp_view_bias(fp_buffer *b, int64_t M, int64_t N);   /* [N] over rows */
+fp_view fp_view_perrow(fp_buffer *b, int64_t M, int64_t N); /* [M] over columns */
+fp_view fp_view_strided(fp_buffer *b, int64_t M, int64_t N, int64_t s0, int64_t s1);
+/* View of tensor desc t (rank 1 [N] broadcast over M rows, or rank 2). */
+fp_view fp_view_of(fp_buffer *b, const fp_tensor_desc *t, int64_t M, int64_t N);
+
+fp_status fp_prim_unary(fp_recipe *rc, int op, float alpha, float beta, fp_view out, fp_view a);
+fp_status fp_prim_binary(fp_recipe *rc, int op, fp_view out, fp_view a, fp_view b);
+/* out [M] contiguous = reduce over each row of a. */
+fp_status fp_prim_reduce_rows(fp_recipe *rc, int op, fp_buffer *out, fp_view a);
+fp_status fp_prim_dropout(fp_recipe *rc, fp_view out, fp_view a, float p, float scale,
+                          uint64_t seed, int training);
+
+#endif
