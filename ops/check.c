@@ -161,7 +161,7 @@ static void compare_rows(const fp_tensor_desc *t, const fp_tolerance *tol, int64
   for (int64_t i = 0; i < n; ++i)
     if (isfinite(ref[i]) && fabs(ref[i]) > maxref && fabs(ref[i]) <= FLT_MAX)
       maxref = fabs(ref[i]);
-  double abs_floor = tol->atol * maxref;
+  double abs_floor = fmax(tol->abs, tol->atol * maxref);
   /* Relative error is reported only where the reference is not negligible
    * against the output's scale: near-zero references make it meaningless. */
   double rel_floor = 1e-6 * maxref;

@@ -339,6 +339,11 @@ fp_status fp_rc_launch(fp_recipe *rc, fp_kernel_id id, const fp_ndrange *nd, con
   rc->cost.bytes_written += cost.bytes_written;
   rc->cost.flops += cost.flops;
   rc->cost.kernels += 1;
+  bool seen = false;
+  for (int k = 0; k < rc->cost.n_kernel_ids; ++k)
+    seen = seen || rc->cost.kernel_ids[k] == id;
+  if (!seen && rc->cost.n_kernel_ids < FP_MAX_KERNEL_IDS)
+    rc->cost.kernel_ids[rc->cost.n_kernel_ids++] = id;
   if (rc->ctx == NULL)
     return FP_OK;
   fp_status st = fp_launch(rc->ctx, id, nd, args, nargs);

@@ -1,0 +1,343 @@
+/* fuseport tests: the backend contract, run against one backend
+ * (argv[1]: cpu, opencl or cuda). Every backend must behave the same way
+ * behind backend.h: same data movement, same errors, same counters. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp_device_common.h"
+#include "test_util.h"
+
+#define CTX fp_env.ctx
+
+static void test_device_info(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  const fp_device_info *d = fp_context_device(CTX);
+  assert_non_null(d);
+  assert_true(strlen(d->name) > 0);
+  assert_true(d->global_mem_bytes > (1u << 20));
+  assert_true(d->l2_cache_bytes > 0);
+  assert_true(d->local_mem_bytes >= 16 * 1024);
+  assert_true(d->max_group_size >= 32);
+  assert_true(d->subgroup_width >= 1);
+  assert_true(d->compute_units >= 1);
+  assert_int_equal(fp_context_backend(CTX), fp_env.kind);
+  assert_true(fp_context_mem_limit(CTX) > 0);
+}
+
+/* Writes and reads back odd sizes at odd offsets. */
+static void test_write_read_roundtrip(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  const uint64_t sizes[] = {1, 3, 1000, 65537};
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; ++s) {
+    uint64_t n = sizes[s];
+    fp_buffer *buf = NULL;
+    FP_ASSERT_OK(fp_buffer_alloc(CTX, n + 7, &buf));
+    assert_int_equal(fp_buffer_size(buf), n + 7);
+    assert_ptr_equal(fp_buffer_context(buf), CTX);
+    unsigned char *src = malloc(n), *dst = malloc(n);
+    uint64_t seed = fp_test_next_seed();
+    for (uint64_t i = 0; i < n; ++i)
+      src[i] = (unsigned char)(fp_philox_word(seed, i, 0, 0) & 0xFF);
+    memset(dst, 0, n);
+    FP_ASSERT_OK(fp_buffer_write(CTX, buf, 7, src, n));
+    FP_ASSERT_OK(fp_buffer_read(CTX, buf, 7, dst, n));
+    assert_memory_equal(src, dst, n);
+    free(src);
+    free(dst);
+    fp_buffer_free(buf);
+  }
+}
+
+static void test_fill_patterns(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  const size_t psizes[] = {1, 2, 4, 8, 16};
+  const unsigned char pattern[16] = {0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,
+                                     0x99, 0xAA, 0xBB, 0xCC, 0xDD, 0xEE, 0xF0, 0x0F};
+  for (size_t k = 0; k < sizeof psizes / sizeof psizes[0]; ++k) {
+    size_t ps = psizes[k];
+    uint64_t n = ps * 1001, off = ps * 3;
+    fp_buffer *buf = NULL;
+    FP_ASSERT_OK(fp_buffer_alloc(CTX, n + 2 * off, &buf));
+    unsigned char *host = malloc(n + 2 * off);
+    memset(host, 0x5A, n + 2 * off);
+    FP_ASSERT_OK(fp_buffer_write(CTX, buf, 0, host, n + 2 * off));
+    FP_ASSERT_OK(fp_buffer_fill(CTX, buf, off, n, pattern, ps));
+    FP_ASSERT_OK(fp_buffer_read(CTX, buf, 0, host, n + 2 * off));
+    for (uint64_t i = 0; i < off; ++i) {
+      assert_int_equal(host[i], 0x5A); /* nothing written before the range */
+      assert_int_equal(host[off + n + i], 0x5A); /* nor after it */
+    }
+    for (uint64_t i = 0; i < n; ++i)
+      assert_int_equal(host[off + i], pattern[i % ps]);
+    free(host);
+    fp_buffer_free(buf);
+  }
+}
+
+static void test_copy(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  const uint64_t n = 4099;
+  fp_buffer *a = NULL, *b = NULL;
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, n, &a));
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, n, &b));
+  unsigned char *src = malloc(n), *dst = malloc(n);
+  for (uint64_t i = 0; i < n; ++i)
+    src[i] = (unsigned char)(i * 7 + 1);
+  FP_ASSERT_OK(fp_buffer_write(CTX, a, 0, src, n));
+  unsigned char zero = 0;
+  FP_ASSERT_OK(fp_buffer_fill(CTX, b, 0, n, &zero, 1));
+  FP_ASSERT_OK(fp_buffer_copy(CTX, b, 5, a, 17, n - 100));
+  FP_ASSERT_OK(fp_buffer_read(CTX, b, 0, dst, n));
+  for (uint64_t i = 0; i < n; ++i)
+    assert_int_equal(dst[i], (i >= 5 && i < 5 + n - 100) ? src[i - 5 + 17] : 0);
+  /* overlapping ranges of one buffer are refused, not silently corrupted */
+  FP_ASSERT_ERR(fp_buffer_copy(CTX, a, 0, a, 10, 100), FP_ERR_INVALID_ARGUMENT, "overlap");
+  free(src);
+  free(dst);
+  fp_buffer_free(a);
+  fp_buffer_free(b);
+}
+
+/* fill_uniform_f32 on the device equals the host's generator bit for bit:
+ * the reference check regenerates inputs on the host and relies on it. */
+static void test_fill_uniform_matches_host(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  const int64_t n = 65537;
+  fp_buffer *buf = NULL;
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, (uint64_t)n * 4, &buf));
+  float *host = malloc((size_t)n * 4);
+  const float scales[] = {1.0f, 4.0f, 0.0009765625f};
+  for (int positive = 0; positive < 2; ++positive)
+    for (size_t s = 0; s < 3; ++s) {
+      uint64_t seed = fp_test_next_seed();
+      fp_arg args[] = {fp_arg_buf(buf),        fp_arg_i64(n),
+                       fp_arg_i64((int64_t)seed), fp_arg_i32(3),
+                       fp_arg_f32(scales[s]),  fp_arg_i32(positive)};
+      fp_ndrange nd = fp_ndrange_1d(7, 64);
+      FP_ASSERT_OK(fp_launch(CTX, FPK_fill_uniform_f32, &nd, args, 6));
+      FP_ASSERT_OK(fp_buffer_read(CTX, buf, 0, host, (uint64_t)n * 4));
+      int64_t zeros = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        float want = fp_uniform_f32(seed, 3, (uint64_t)i, scales[s], positive);
+        if (memcmp(&want, &host[i], 4) != 0)
+          fail_msg("element %lld: device %.9g, host %.9g", (long long)i, host[i], want);
+        assert_true(positive ? (host[i] >= 0.0f && host[i] < scales[s])
+                             : (host[i] >= -scales[s] && host[i] < scales[s]));
+        zeros += host[i] == 0.0f;
+      }
+      assert_true(zeros < 8); /* random data, never a block of zeros */
+    }
+  free(host);
+  fp_buffer_free(buf);
+}
+
+static void test_events_time_work(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  fp_event *start = NULL, *end = NULL;
+  FP_ASSERT_OK(fp_event_create(CTX, &start));
+  FP_ASSERT_OK(fp_event_create(CTX, &end));
+  FP_ASSERT_ERR(fp_event_elapsed_ms(CTX, start, end, &(double){0}), FP_ERR_INVALID_ARGUMENT,
+                "recorded");
+  const uint64_t bytes = 64ull << 20;
+  fp_buffer *buf = NULL;
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, bytes, &buf));
+  uint32_t pattern = 0x3F800000u;
+  FP_ASSERT_OK(fp_event_record(CTX, start));
+  for (int k = 0; k < 4; ++k)
+    FP_ASSERT_OK(fp_buffer_fill(CTX, buf, 0, bytes, &pattern, 4));
+  FP_ASSERT_OK(fp_event_record(CTX, end));
+  FP_ASSERT_OK(fp_event_synchronize(CTX, end));
+  double ms = -1.0;
+  FP_ASSERT_OK(fp_event_elapsed_ms(CTX, start, end, &ms));
+  /* 256 MiB of writes take measurable time on any device, and not minutes */
+  assert_true(ms > 0.0);
+  assert_true(ms < 60000.0);
+  /* reversed order: no positive time */
+  double back = 0.0;
+  FP_ASSERT_OK(fp_event_elapsed_ms(CTX, end, start, &back));
+  assert_true(back <= 0.0);
+  FP_ASSERT_OK(fp_finish(CTX));
+  fp_buffer_free(buf);
+  fp_event_destroy(start);
+  fp_event_destroy(end);
+}
+
+static void test_counters(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  fp_counters_reset(CTX);
+  fp_counters c0, c1, c2, c3;
+  fp_counters_get(CTX, &c0);
+  assert_int_equal(c0.kernels_launched, 0);
+  assert_int_equal(c0.allocations, 0);
+  assert_int_equal(c0.bytes_peak, c0.bytes_current);
+  fp_buffer *a = NULL, *b = NULL;
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, 1000, &a));
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, 3000, &b));
+  fp_counters_get(CTX, &c1);
+  assert_int_equal(c1.allocations, 2);
+  assert_int_equal(c1.bytes_allocated, 4000);
+  assert_int_equal(c1.bytes_current, c0.bytes_current + 4000);
+  assert_int_equal(c1.bytes_peak, c0.bytes_current + 4000);
+  fp_arg args[] = {fp_arg_buf(b),    fp_arg_i64(750), fp_arg_i64(1), fp_arg_i32(0),
+                   fp_arg_f32(1.0f), fp_arg_i32(0)};
+  fp_ndrange nd = fp_ndrange_1d(3, 32);
+  FP_ASSERT_OK(fp_launch(CTX, FPK_fill_uniform_f32, &nd, args, 6));
+  FP_ASSERT_OK(fp_launch_by_name(CTX, "fill_uniform_f32", &nd, args, 6));
+  fp_buffer_free(b);
+  fp_counters_get(CTX, &c2);
+  assert_int_equal(c2.kernels_launched, 2);
+  assert_int_equal(c2.bytes_current, c0.bytes_current + 1000);
+  assert_int_equal(c2.bytes_peak, c0.bytes_current + 4000); /* the high-water mark stays */
+  /* a refused launch is not counted */
+  assert_int_not_equal(fp_launch(CTX, FPK_fill_uniform_f32, &nd, args, 5), FP_OK);
+  fp_buffer_free(a);
+  fp_counters_reset(CTX);
+  fp_counters_get(CTX, &c3);
+  assert_int_equal(c3.kernels_launched, 0);
+  assert_int_equal(c3.bytes_current, c0.bytes_current);
+  assert_int_equal(c3.bytes_peak, c0.bytes_current);
+}
+
+/* Under a lowered cap an allocation fails as a device OOM does, says so,
+ * changes no counter and leaves the context usable. */
+static void test_out_of_memory_under_cap(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  uint64_t saved = fp_context_mem_limit(CTX);
+  fp_counters before, after;
+  fp_counters_get(CTX, &before);
+  FP_ASSERT_OK(fp_context_set_mem_limit(CTX, before.bytes_current + (1u << 20)));
+  fp_buffer *ok = NULL, *big = (fp_buffer *)&ok;
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, 512u << 10, &ok));
+  FP_ASSERT_ERR(fp_buffer_alloc(CTX, 768u << 10, &big), FP_ERR_OUT_OF_MEMORY,
+                "out of device memory");
+  assert_null(big);
+  assert_true(strstr(fp_context_error(CTX), "out of device memory") != NULL);
+  fp_counters_get(CTX, &after);
+  assert_int_equal(after.bytes_current, before.bytes_current + (512u << 10));
+  fp_buffer_free(ok);
+  FP_ASSERT_OK(fp_context_set_mem_limit(CTX, 0)); /* back to the device's own */
+  assert_int_equal(fp_context_mem_limit(CTX), saved);
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, 768u << 10, &big));
+  fp_buffer_free(big);
+}
+
+/* Every call refuses bad arguments with a status and a message naming them. */
+static void test_bad_arguments(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  fp_buffer *buf = NULL, *none = NULL;
+  char host[64] = {0};
+  FP_ASSERT_ERR(fp_buffer_alloc(NULL, 16, &buf), FP_ERR_INVALID_ARGUMENT, "context is NULL");
+  FP_ASSERT_ERR(fp_buffer_alloc(CTX, 0, &buf), FP_ERR_INVALID_ARGUMENT, "0 bytes");
+  FP_ASSERT_ERR(fp_buffer_alloc(CTX, 16, NULL), FP_ERR_INVALID_ARGUMENT, "out is NULL");
+  FP_ASSERT_ERR(fp_buffer_alloc(CTX, UINT64_MAX, &buf), FP_ERR_OUT_OF_MEMORY, "requested");
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, 64, &buf));
+  FP_ASSERT_ERR(fp_buffer_write(CTX, none, 0, host, 4), FP_ERR_INVALID_ARGUMENT, "NULL");
+  FP_ASSERT_ERR(fp_buffer_write(CTX, buf, 0, NULL, 4), FP_ERR_INVALID_ARGUMENT, "NULL");
+  FP_ASSERT_ERR(fp_buffer_write(CTX, buf, 60, host, 8), FP_ERR_INVALID_ARGUMENT, "outside");
+  FP_ASSERT_ERR(fp_buffer_read(CTX, buf, UINT64_MAX, host, 8), FP_ERR_INVALID_ARGUMENT,
+                "outside");
+  FP_ASSERT_ERR(fp_buffer_read(CTX, buf, 0, host, 0), FP_ERR_INVALID_ARGUMENT, "0");
+  FP_ASSERT_ERR(fp_buffer_fill(CTX, buf, 0, 12, host, 3), FP_ERR_INVALID_ARGUMENT, "pattern");
+  FP_ASSERT_ERR(fp_buffer_fill(CTX, buf, 2, 8, host, 4), FP_ERR_INVALID_ARGUMENT, "multiples");
+  FP_ASSERT_ERR(fp_buffer_copy(CTX, buf, 0, NULL, 0, 4), FP_ERR_INVALID_ARGUMENT, "source");
+  FP_ASSERT_ERR(fp_finish(NULL), FP_ERR_INVALID_ARGUMENT, "NULL");
+  FP_ASSERT_ERR(fp_event_record(CTX, NULL), FP_ERR_INVALID_ARGUMENT, "event is NULL");
+
+  /* a buffer of another context is refused */
+  fp_context_options opts;
+  fp_context_options_init(&opts);
+  fp_context *cpu = NULL;
+  FP_ASSERT_OK(fp_context_create(&opts, &cpu));
+  fp_buffer *foreign = NULL;
+  FP_ASSERT_OK(fp_buffer_alloc(cpu, 64, &foreign));
+  FP_ASSERT_ERR(fp_buffer_read(CTX, foreign, 0, host, 4), FP_ERR_INVALID_ARGUMENT,
+                "another context");
+  fp_buffer_free(foreign);
+  fp_context_destroy(cpu);
+
+  /* launches: arguments checked against the kernel's signature */
+  fp_kernel_id id;
+  FP_ASSERT_ERR(fp_kernel_lookup(CTX, "no_such_kernel", &id), FP_ERR_NOT_FOUND, "no_such_kernel");
+  FP_ASSERT_OK(fp_kernel_lookup(CTX, "prim_unary", &id));
+  assert_int_equal(id, FPK_prim_unary);
+  fp_arg good[] = {fp_arg_buf(buf),     fp_arg_i64(16), fp_arg_i64(1), fp_arg_i32(0),
+                   fp_arg_f32(1.0f),    fp_arg_i32(0)};
+  fp_arg wrong_kind[] = {fp_arg_buf(buf), fp_arg_i32(16), fp_arg_i64(1), fp_arg_i32(0),
+                         fp_arg_f32(1.0f), fp_arg_i32(0)};
+  fp_arg null_buf[] = {fp_arg_buf(NULL), fp_arg_i64(16), fp_arg_i64(1), fp_arg_i32(0),
+                       fp_arg_f32(1.0f), fp_arg_i32(0)};
+  fp_ndrange nd = fp_ndrange_1d(1, 32);
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_fill_uniform_f32, &nd, good, 5), FP_ERR_INVALID_ARGUMENT,
+                "5 arguments");
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_fill_uniform_f32, &nd, wrong_kind, 6),
+                FP_ERR_INVALID_ARGUMENT, "argument 1");
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_fill_uniform_f32, &nd, null_buf, 6), FP_ERR_INVALID_ARGUMENT,
+                "NULL");
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_fill_uniform_f32, NULL, good, 6), FP_ERR_INVALID_ARGUMENT,
+                "ndrange");
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_COUNT, &nd, good, 6), FP_ERR_NOT_FOUND, "out of range");
+  fp_ndrange ragged = nd;
+  ragged.global[0] = 33;
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_fill_uniform_f32, &ragged, good, 6), FP_ERR_INVALID_ARGUMENT,
+                "multiple");
+  fp_ndrange huge = fp_ndrange_1d(1, fp_context_device(CTX)->max_group_size * 2);
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_fill_uniform_f32, &huge, good, 6), FP_ERR_INVALID_ARGUMENT,
+                "exceeds");
+  FP_ASSERT_OK(fp_launch(CTX, FPK_fill_uniform_f32, &nd, good, 6));
+  FP_ASSERT_OK(fp_finish(CTX));
+  fp_buffer_free(buf);
+}
+
+/* Every required kernel exists and its family builds/loads. */
+static void test_kernels_prepare(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  for (int k = 0; k < FPK_COUNT; ++k) {
+    fp_kernel_id id = (fp_kernel_id)k;
+    if (!fp_kernel_required(id) && !fp_kernel_available(CTX, id))
+      continue;
+    if (!fp_kernel_available(CTX, id))
+      fail_msg("required kernel %s is not available: %s", fp_kernel_name(id),
+               fp_context_error(CTX));
+    double ms = -1.0;
+    FP_ASSERT_OK(fp_kernel_prepare(CTX, id, &ms));
+    assert_true(ms >= 0.0);
+    /* prepare is idempotent and reports the first build's time again */
+    double again = -1.0;
+    FP_ASSERT_OK(fp_kernel_prepare(CTX, id, &again));
+    assert_true(again == ms);
+  }
+}
+
+int main(int argc, char **argv) {
+  int rc = fp_test_env_open(argc, argv, "test_backend");
+  if (rc != 0)
+    return rc;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_device_info),
+      cmocka_unit_test(test_write_read_roundtrip),
+      cmocka_unit_test(test_fill_patterns),
+      cmocka_unit_test(test_copy),
+      cmocka_unit_test(test_fill_uniform_matches_host),
+      cmocka_unit_test(test_events_time_work),
+      cmocka_unit_test(test_counters),
+      cmocka_unit_test(test_out_of_memory_under_cap),
+      cmocka_unit_test(test_bad_arguments),
+      cmocka_unit_test(test_kernels_prepare),
+  };
+  int failures = cmocka_run_group_tests_name(fp_backend_name(fp_env.kind), tests, NULL, NULL);
+  int code = fp_test_exit_code(failures); /* before close: it looks at the context */
+  fp_test_env_close();
+  return code;
+}

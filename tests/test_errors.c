@@ -1,0 +1,228 @@
+#define _POSIX_C_SOURCE 200809L
+/* fuseport tests: every error path of the op layer and of context creation
+ * returns a status and a message that names the problem, crashes nothing and
+ * leaks nothing (this binary runs under AddressSanitizer in CI). CPU backend. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+
+#define CTX fp_env.ctx
+
+static void test_unknown_names(void **state) {
+  (void)state;
+  const fp_op *op = NULL;
+  FP_ASSERT_ERR(fp_op_lookup("softmaxx", &op), FP_ERR_NOT_FOUND, "softmaxx");
+  assert_true(strstr(fp_last_error(), "layernorm") != NULL); /* lists the known ops */
+  assert_null(fp_op_find("nope"));
+  assert_null(fp_op_find(NULL));
+  FP_ASSERT_OK(fp_op_lookup("softmax", &op));
+  const fp_variant *v = NULL;
+  FP_ASSERT_ERR(fp_op_variant_lookup(op, "half-fused", &v), FP_ERR_NOT_FOUND, "fused, unfused");
+  fp_backend_kind kind;
+  FP_ASSERT_ERR(fp_backend_parse("vulkan", &kind), FP_ERR_NOT_FOUND, "vulkan");
+  FP_ASSERT_ERR(fp_backend_parse(NULL, &kind), FP_ERR_INVALID_ARGUMENT, "NULL");
+}
+
+static void test_bad_parameters(void **state) {
+  (void)state;
+  const fp_op *op = fp_op_find("bias_dropout_add");
+  fp_problem p;
+  fp_problem_init(&p, op);
+  FP_ASSERT_ERR(fp_problem_set(&p, "K", "3"), FP_ERR_NOT_FOUND, "layout");
+  FP_ASSERT_ERR(fp_problem_set(&p, "M", "0"), FP_ERR_INVALID_ARGUMENT, "M=0");
+  FP_ASSERT_ERR(fp_problem_set(&p, "M", "-5"), FP_ERR_INVALID_ARGUMENT, "out of range");
+  FP_ASSERT_ERR(fp_problem_set(&p, "M", "12x"), FP_ERR_INVALID_ARGUMENT, "not an integer");
+  FP_ASSERT_ERR(fp_problem_set(&p, "M", ""), FP_ERR_INVALID_ARGUMENT, "not an integer");
+  FP_ASSERT_ERR(fp_problem_set(&p, "p", "1.5"), FP_ERR_INVALID_ARGUMENT, "p=1.5");
+  FP_ASSERT_ERR(fp_problem_set(&p, "p", "nan"), FP_ERR_INVALID_ARGUMENT, "p=");
+  FP_ASSERT_ERR(fp_problem_set(&p, "training", "maybe"), FP_ERR_INVALID_ARGUMENT, "boolean");
+  FP_ASSERT_ERR(fp_problem_set(&p, "layout", "diagonal"), FP_ERR_INVALID_ARGUMENT,
+                "contiguous, transposed");
+  FP_ASSERT_ERR(fp_problem_set_grid(&p, 0, 5), FP_ERR_INVALID_ARGUMENT, "M=0");
+  FP_ASSERT_ERR(fp_problem_set_grid(&p, 5, -1), FP_ERR_INVALID_ARGUMENT, "N=-1");
+  /* each dimension in range, the product past 64-bit byte counts */
+  FP_ASSERT_OK(fp_problem_set(&p, "M", "1099511627776"));
+  FP_ASSERT_OK(fp_problem_set(&p, "N", "1099511627776"));
+  FP_ASSERT_ERR(fp_problem_validate(&p), FP_ERR_INVALID_ARGUMENT, "overflows");
+  FP_ASSERT_ERR(fp_problem_validate(NULL), FP_ERR_INVALID_ARGUMENT, "NULL");
+  fp_cost cost;
+  FP_ASSERT_ERR(fp_variant_cost(&p, &op->variants[0], NULL, &cost), FP_ERR_INVALID_ARGUMENT,
+                "overflows");
+  /* a variant of another op */
+  fp_problem q;
+  fp_problem_init(&q, fp_op_find("softmax"));
+  FP_ASSERT_ERR(fp_variant_cost(&q, &op->variants[0], NULL, &cost), FP_ERR_INVALID_ARGUMENT,
+                "not a variant");
+}
+
+static void test_context_errors(void **state) {
+  (void)state;
+  fp_context *ctx = (fp_context *)&ctx;
+  fp_context_options opts;
+  fp_context_options_init(&opts);
+  opts.device_index = 3;
+  FP_ASSERT_ERR(fp_context_create(&opts, &ctx), FP_ERR_NOT_FOUND, "index 3");
+  assert_null(ctx);
+  FP_ASSERT_ERR(fp_context_create(NULL, &ctx), FP_ERR_INVALID_ARGUMENT, "NULL");
+  opts.device_index = -1;
+  opts.device_name = "TPU";
+  FP_ASSERT_ERR(fp_context_create(&opts, &ctx), FP_ERR_NOT_FOUND, "TPU");
+  opts.device_name = NULL;
+  opts.backend = (fp_backend_kind)42;
+  FP_ASSERT_ERR(fp_context_create(&opts, &ctx), FP_ERR_NOT_FOUND, "42");
+  for (int k = 0; k < FP_BACKEND_COUNT; ++k) {
+    if (fp_backend_compiled((fp_backend_kind)k))
+      continue;
+    opts.backend = (fp_backend_kind)k;
+    FP_ASSERT_ERR(fp_context_create(&opts, &ctx), FP_ERR_UNSUPPORTED, "not compiled");
+  }
+}
+
+/* The CPU device's memory cap from the environment, and a bad value. */
+static void test_cpu_mem_limit_env(void **state) {
+  (void)state;
+  fp_context_options opts;
+  fp_context_options_init(&opts);
+  fp_context *ctx = NULL;
+  setenv("FUSEPORT_CPU_MEM_LIMIT", "lots", 1);
+  FP_ASSERT_ERR(fp_context_create(&opts, &ctx), FP_ERR_INVALID_ARGUMENT, "FUSEPORT_CPU_MEM_LIMIT");
+  assert_null(ctx);
+  setenv("FUSEPORT_CPU_MEM_LIMIT", "3M", 1);
+  FP_ASSERT_OK(fp_context_create(&opts, &ctx));
+  assert_int_equal(fp_context_mem_limit(ctx), 3u << 20);
+  assert_int_equal(fp_context_device(ctx)->global_mem_bytes, 3u << 20);
+  fp_buffer *buf = NULL;
+  FP_ASSERT_ERR(fp_buffer_alloc(ctx, 4u << 20, &buf), FP_ERR_OUT_OF_MEMORY, "out of device memory");
+  fp_context_destroy(ctx);
+  unsetenv("FUSEPORT_CPU_MEM_LIMIT");
+}
+
+/* Runs an op under a cap too small for it: io or plan allocation fails with
+ * OOM, and every byte allocated on the way is given back. */
+static void test_op_out_of_memory(void **state) {
+  (void)state;
+  const fp_op *op = fp_op_find("double_softmax");
+  fp_problem p;
+  fp_problem_init(&p, op);
+  FP_ASSERT_OK(fp_problem_set_grid(&p, 256, 1024)); /* 1 MiB per [M,N] tensor */
+  fp_io_desc io;
+  op->describe(&p, &io);
+  fp_counters base;
+  fp_counters_get(CTX, &base);
+  fp_buffer *in[FP_MAX_TENSORS], *out[FP_MAX_TENSORS];
+  /* inputs and outputs fit (2 MiB), the unfused workspace (3 MiB + rows) does not */
+  FP_ASSERT_OK(fp_context_set_mem_limit(CTX, base.bytes_current + (3u << 20)));
+  FP_ASSERT_OK(fp_io_alloc(CTX, &io, in, out));
+  fp_plan *plan = (fp_plan *)&plan;
+  FP_ASSERT_ERR(fp_plan_create(CTX, &p, fp_op_variant(op, "unfused"), &plan),
+                FP_ERR_OUT_OF_MEMORY, "out of device memory");
+  assert_null(plan);
+  fp_counters mid;
+  fp_counters_get(CTX, &mid);
+  assert_int_equal(mid.bytes_current, base.bytes_current + (2u << 20)); /* workspace freed */
+  /* the fused variant needs no workspace and runs */
+  FP_ASSERT_OK(fp_plan_create(CTX, &p, fp_op_variant(op, "fused"), &plan));
+  FP_ASSERT_OK(fp_plan_execute(plan, in, out));
+  fp_plan_destroy(plan);
+  fp_io_free(&io, in, out);
+  /* now not even the inputs fit: all or nothing */
+  FP_ASSERT_OK(fp_context_set_mem_limit(CTX, base.bytes_current + (1u << 20) + 512));
+  FP_ASSERT_ERR(fp_io_alloc(CTX, &io, in, out), FP_ERR_OUT_OF_MEMORY, "out of device memory");
+  fp_counters end;
+  fp_counters_get(CTX, &end);
+  assert_int_equal(end.bytes_current, base.bytes_current);
+  FP_ASSERT_OK(fp_context_set_mem_limit(CTX, 0));
+}
+
+/* Buffers handed to a plan are checked: NULL, too small, another context's,
+ * an output that is also an input. */
+static void test_plan_buffer_errors(void **state) {
+  (void)state;
+  const fp_op *op = fp_op_find("bias_gelu");
+  fp_problem p;
+  fp_problem_init(&p, op);
+  FP_ASSERT_OK(fp_problem_set_grid(&p, 3, 1000));
+  fp_io_desc io;
+  op->describe(&p, &io);
+  fp_buffer *in[FP_MAX_TENSORS], *out[FP_MAX_TENSORS];
+  FP_ASSERT_OK(fp_io_alloc(CTX, &io, in, out));
+  fp_plan *plan = NULL;
+  FP_ASSERT_ERR(fp_plan_create(CTX, &p, NULL, &plan), FP_ERR_INVALID_ARGUMENT, "variant");
+  FP_ASSERT_ERR(fp_plan_create(NULL, &p, &op->variants[0], &plan), FP_ERR_INVALID_ARGUMENT,
+                "context");
+  FP_ASSERT_ERR(fp_plan_create(CTX, &p, &fp_op_find("softmax")->variants[0], &plan),
+                FP_ERR_INVALID_ARGUMENT, "not a variant");
+  FP_ASSERT_OK(fp_plan_create(CTX, &p, &op->variants[0], &plan));
+  FP_ASSERT_ERR(fp_plan_execute(NULL, in, out), FP_ERR_INVALID_ARGUMENT, "plan is NULL");
+  FP_ASSERT_ERR(fp_plan_execute(plan, NULL, out), FP_ERR_INVALID_ARGUMENT, "NULL");
+  fp_buffer *bad_in[2] = {in[0], NULL};
+  FP_ASSERT_ERR(fp_plan_execute(plan, bad_in, out), FP_ERR_INVALID_ARGUMENT, "bias");
+  fp_buffer *small = NULL;
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, 100, &small));
+  fp_buffer *small_out[1] = {small};
+  FP_ASSERT_ERR(fp_plan_execute(plan, in, small_out), FP_ERR_INVALID_ARGUMENT, "needs 12000");
+  fp_buffer *alias_out[1] = {in[0]};
+  FP_ASSERT_ERR(fp_plan_execute(plan, in, alias_out), FP_ERR_INVALID_ARGUMENT, "same buffer");
+  fp_context_options opts;
+  fp_context_options_init(&opts);
+  fp_context *other = NULL;
+  FP_ASSERT_OK(fp_context_create(&opts, &other));
+  fp_buffer *foreign = NULL;
+  FP_ASSERT_OK(fp_buffer_alloc(other, 12000, &foreign));
+  fp_buffer *foreign_out[1] = {foreign};
+  FP_ASSERT_ERR(fp_plan_execute(plan, in, foreign_out), FP_ERR_INVALID_ARGUMENT, "context");
+  FP_ASSERT_OK(fp_plan_execute(plan, in, out)); /* and the right buffers still work */
+  fp_buffer_free(foreign);
+  fp_context_destroy(other);
+  fp_buffer_free(small);
+  fp_plan_destroy(plan);
+  fp_io_free(&io, in, out);
+}
+
+/* The cost model: fused moves the minimum; unfused launches a kernel per
+ * step and moves more; both count what runs. */
+static void test_cost_model(void **state) {
+  (void)state;
+  for (int k = 0; k < fp_op_count(); ++k) {
+    const fp_op *op = fp_op_at(k);
+    fp_problem p;
+    fp_problem_init(&p, op);
+    FP_ASSERT_OK(fp_problem_set_grid(&p, 512, 2048));
+    fp_io_desc io;
+    op->describe(&p, &io);
+    uint64_t in_bytes = 0, out_bytes = 0;
+    for (int t = 0; t < io.n_in; ++t)
+      in_bytes += fp_tensor_bytes(&io.in[t]);
+    for (int t = 0; t < io.n_out; ++t)
+      out_bytes += fp_tensor_bytes(&io.out[t]);
+    fp_cost fused, unfused;
+    FP_ASSERT_OK(fp_variant_cost(&p, fp_op_variant(op, "fused"), NULL, &fused));
+    FP_ASSERT_OK(fp_variant_cost(&p, fp_op_variant(op, "unfused"), NULL, &unfused));
+    assert_int_equal(fused.kernels, 1);
+    assert_int_equal(fused.bytes_read, in_bytes);
+    assert_int_equal(fused.bytes_written, out_bytes);
+    assert_int_equal(fused.workspace_bytes, 0);
+    assert_true(unfused.kernels >= 2);
+    assert_true(unfused.bytes_read + unfused.bytes_written > fused.bytes_read + fused.bytes_written);
+    assert_true(fused.flops > 0 && unfused.flops > 0);
+    assert_true(unfused.n_kernel_ids >= 1 && fused.n_kernel_ids == 1);
+  }
+}
+
+int main(int argc, char **argv) {
+  (void)argc;
+  int rc = fp_test_env_open(1, argv, "test_errors"); /* always the CPU backend */
+  if (rc != 0 || fp_env.ctx == NULL)
+    return rc != 0 ? rc : 1;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_unknown_names),      cmocka_unit_test(test_bad_parameters),
+      cmocka_unit_test(test_context_errors),     cmocka_unit_test(test_cpu_mem_limit_env),
+      cmocka_unit_test(test_op_out_of_memory),   cmocka_unit_test(test_plan_buffer_errors),
+      cmocka_unit_test(test_cost_model),
+  };
+  int failures = cmocka_run_group_tests_name("errors", tests, NULL, NULL);
+  fp_test_env_close();
+  return failures;
+}

@@ -1,0 +1,265 @@
+/* fuseport tests: every op x variant x parameter combination x shape on one
+ * backend (argv[1]) against the float64 reference, on fresh random inputs
+ * with poisoned outputs; plus the semantics the reference alone does not pin
+ * down (NaN rows, the dropout mask across backends, long rows). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp_device_common.h"
+#include "test_util.h"
+
+#define CTX fp_env.ctx
+
+/* Odd shapes and powers of two; N of 1, 3, 1000, 65537 and 262144. */
+static const int64_t shapes[][2] = {{1, 1},    {3, 3},     {1, 1000},   {1000, 3},
+                                    {5, 65537}, {1, 262144}, {128, 256}, {64, 1024},
+                                    {33, 4097}};
+#define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
+
+/* Runs one problem with one variant and asserts the reference check and the
+ * kernel count of the cost model. */
+static void check_case(const fp_problem *p, const fp_variant *v) {
+  char desc[256];
+  fp_problem_describe(p, desc, sizeof desc);
+  uint64_t seed = fp_test_next_seed();
+  fp_io_desc io;
+  p->op->describe(p, &io);
+  fp_buffer *in[FP_MAX_TENSORS], *out[FP_MAX_TENSORS];
+  fp_plan *plan = NULL;
+  FP_ASSERT_OK(fp_io_alloc(CTX, &io, in, out));
+  FP_ASSERT_OK(fp_io_fill_inputs(CTX, &io, seed, in));
+  FP_ASSERT_OK(fp_io_poison_outputs(CTX, &io, out));
+  FP_ASSERT_OK(fp_plan_create(CTX, p, v, &plan));
+  fp_counters before, after;
+  fp_counters_get(CTX, &before);
+  FP_ASSERT_OK(fp_plan_execute(plan, in, out));
+  fp_counters_get(CTX, &after);
+  fp_host_tensor views[FP_MAX_TENSORS];
+  fp_host_inputs_generated(&io, seed, views);
+  fp_row_sample all = fp_row_sample_for(p, &io, 0);
+  fp_accuracy acc;
+  FP_ASSERT_OK(fp_check_outputs(CTX, p, &io, views, out, &all, &acc));
+  if (!acc.ok)
+    fail_msg("%s %s %s (seed %llu): %lld of %lld bad; %s", p->op->name, v->name, desc,
+             (unsigned long long)seed, (long long)acc.bad, (long long)acc.checked,
+             acc.first_bad);
+  assert_int_equal(after.kernels_launched - before.kernels_launched, fp_plan_cost(plan)->kernels);
+  fp_plan_destroy(plan);
+  fp_io_free(&io, in, out);
+}
+
+/* Every op, every variant, every boolean/choice combination, every shape. */
+static void check_op(const fp_op *op) {
+  int combos = 1;
+  for (int k = 0; k < op->n_params; ++k)
+    if (op->params[k].type == FP_PARAM_BOOL || op->params[k].type == FP_PARAM_CHOICE)
+      combos *= (int)(op->params[k].max - op->params[k].min + 1);
+  for (int s = 0; s < N_SHAPES; ++s)
+    for (int c = 0; c < combos; ++c) {
+      fp_problem p;
+      fp_problem_init(&p, op);
+      FP_ASSERT_OK(fp_problem_set_grid(&p, shapes[s][0], shapes[s][1]));
+      int rest = c;
+      for (int k = 0; k < op->n_params; ++k) {
+        const fp_param_decl *d = &op->params[k];
+        if (d->type == FP_PARAM_BOOL || d->type == FP_PARAM_CHOICE) {
+          int n = (int)(d->max - d->min + 1);
+          p.v[k] = d->min + rest % n;
+          rest /= n;
+        }
+      }
+      for (int v = 0; v < op->n_variants; ++v)
+        check_case(&p, &op->variants[v]);
+    }
+}
+
+#define OP_TEST(name)                                                                              \
+  static void test_##name(void **state) {                                                          \
+    (void)state;                                                                                   \
+    FP_REQUIRE_DEVICE();                                                                           \
+    const fp_op *op = fp_op_find(#name);                                                           \
+    assert_non_null(op);                                                                           \
+    check_op(op);                                                                                  \
+  }
+OP_TEST(pointwise_chain)
+OP_TEST(bias_gelu)
+OP_TEST(bias_dropout_add)
+OP_TEST(softmax)
+OP_TEST(double_softmax)
+OP_TEST(softmax_backward)
+OP_TEST(layernorm)
+OP_TEST(norm_chain)
+OP_TEST(hreduce_pointwise)
+OP_TEST(hreduce_reduce)
+
+/* The registry holds exactly the ops above: a new op must get a test line. */
+static void test_registry_covered(void **state) {
+  (void)state;
+  assert_int_equal(fp_op_count(), 10);
+  for (int k = 0; k < fp_op_count(); ++k) {
+    const fp_op *op = fp_op_at(k);
+    assert_non_null(fp_op_variant(op, "fused"));
+    assert_non_null(fp_op_variant(op, "unfused"));
+  }
+}
+
+/* Runs op/variant on host-provided inputs (not the generator) and checks. */
+static void run_with_inputs(const fp_problem *p, const fp_variant *v, float *const *inputs,
+                            fp_accuracy *acc) {
+  fp_io_desc io;
+  p->op->describe(p, &io);
+  fp_buffer *in[FP_MAX_TENSORS], *out[FP_MAX_TENSORS];
+  fp_plan *plan = NULL;
+  FP_ASSERT_OK(fp_io_alloc(CTX, &io, in, out));
+  fp_host_tensor views[FP_MAX_TENSORS];
+  for (int k = 0; k < io.n_in; ++k) {
+    FP_ASSERT_OK(fp_buffer_write(CTX, in[k], 0, inputs[k], fp_tensor_bytes(&io.in[k])));
+    views[k].desc = &io.in[k];
+    views[k].data = inputs[k];
+  }
+  FP_ASSERT_OK(fp_io_poison_outputs(CTX, &io, out));
+  FP_ASSERT_OK(fp_plan_create(CTX, p, v, &plan));
+  FP_ASSERT_OK(fp_plan_execute(plan, in, out));
+  fp_row_sample all = fp_row_sample_for(p, &io, 0);
+  FP_ASSERT_OK(fp_check_outputs(CTX, p, &io, views, out, &all, acc));
+  fp_plan_destroy(plan);
+  fp_io_free(&io, in, out);
+}
+
+/* PyTorch semantics: a softmax row of -inf gives NaN; a NaN in a row makes
+ * amax NaN; other rows stay exact. The comparison passes a NaN only where
+ * the reference has one, so these also prove the NaN lands where it must. */
+static void test_nan_semantics(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  const int64_t M = 4, N = 1000;
+  float *x = malloc(sizeof(float) * M * N);
+  for (int64_t i = 0; i < M * N; ++i)
+    x[i] = fp_uniform_f32(fp_test_next_seed(), 0, (uint64_t)i, 4.0f, 0);
+  for (int64_t j = 0; j < N; ++j)
+    x[1 * N + j] = -INFINITY; /* row 1: all -inf */
+  x[2 * N + 17] = -INFINITY;  /* row 2: one -inf among finite values */
+  x[3 * N + 500] = NAN;       /* row 3: a NaN */
+  const char *ops[] = {"softmax", "double_softmax", "hreduce_reduce"};
+  for (int o = 0; o < 3; ++o) {
+    const fp_op *op = fp_op_find(ops[o]);
+    fp_problem p;
+    fp_problem_init(&p, op);
+    FP_ASSERT_OK(fp_problem_set_grid(&p, M, N));
+    for (int v = 0; v < op->n_variants; ++v) {
+      fp_accuracy acc;
+      run_with_inputs(&p, &op->variants[v], &x, &acc);
+      if (!acc.ok)
+        fail_msg("%s %s: %s", ops[o], op->variants[v].name, acc.first_bad);
+    }
+  }
+  free(x);
+}
+
+/* training=true: the keep mask comes from Philox keyed by the seed, so this
+ * backend and the CPU backend drop exactly the same elements, and about a
+ * fraction p of them. */
+static void test_dropout_mask_matches_cpu(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  const fp_op *op = fp_op_find("bias_dropout_add");
+  fp_problem p;
+  fp_problem_init(&p, op);
+  FP_ASSERT_OK(fp_problem_set_grid(&p, 257, 1000));
+  FP_ASSERT_OK(fp_problem_set(&p, "training", "true"));
+  FP_ASSERT_OK(fp_problem_set(&p, "p", "0.3"));
+  char seed_text[32];
+  snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)(fp_test_next_seed() >> 12));
+  FP_ASSERT_OK(fp_problem_set(&p, "seed", seed_text));
+  fp_io_desc io;
+  op->describe(&p, &io);
+  const int64_t n = 257 * 1000;
+  uint64_t input_seed = fp_test_next_seed();
+
+  fp_context_options opts;
+  fp_context_options_init(&opts);
+  fp_context *cpu = NULL;
+  FP_ASSERT_OK(fp_context_create(&opts, &cpu));
+  fp_context *ctxs[2] = {CTX, cpu};
+  float *results[2];
+  for (int c = 0; c < 2; ++c) {
+    fp_buffer *in[FP_MAX_TENSORS], *out[FP_MAX_TENSORS];
+    fp_plan *plan = NULL;
+    FP_ASSERT_OK(fp_io_alloc(ctxs[c], &io, in, out));
+    FP_ASSERT_OK(fp_io_fill_inputs(ctxs[c], &io, input_seed, in));
+    FP_ASSERT_OK(fp_io_poison_outputs(ctxs[c], &io, out));
+    FP_ASSERT_OK(fp_plan_create(ctxs[c], &p, fp_op_variant(op, "fused"), &plan));
+    FP_ASSERT_OK(fp_plan_execute(plan, in, out));
+    results[c] = malloc(sizeof(float) * (size_t)n);
+    FP_ASSERT_OK(fp_buffer_read(ctxs[c], out[0], 0, results[c], sizeof(float) * (size_t)n));
+    fp_plan_destroy(plan);
+    fp_io_free(&io, in, out);
+  }
+  fp_host_tensor views[FP_MAX_TENSORS];
+  fp_host_inputs_generated(&io, input_seed, views);
+  int64_t dropped = 0;
+  for (int64_t i = 0; i < 257; ++i)
+    for (int64_t j = 0; j < 1000; ++j) {
+      float a = results[0][i * 1000 + j], b = results[1][i * 1000 + j];
+      if (fabsf(a - b) > 1e-5f * (1.0f + fabsf(b)))
+        fail_msg("element (%lld, %lld): %s %.9g, cpu %.9g", (long long)i, (long long)j,
+                 fp_backend_name(fp_env.kind), a, b);
+      bool keep = fp_dropout_keep((uint64_t)p.v[4], (uint64_t)(i * 1000 + j), 0.3f);
+      if (!keep) {
+        dropped++;
+        /* a dropped element is the residual alone, bit for bit */
+        float res = (float)fp_host_at2(&views[2], i, j);
+        assert_true(memcmp(&a, &res, 4) == 0);
+      }
+    }
+  double frac = (double)dropped / (double)n;
+  if (fabs(frac - 0.3) > 0.01)
+    fail_msg("dropped fraction %.4f, expected 0.3 +- 0.01", frac);
+  free(results[0]);
+  free(results[1]);
+  fp_context_destroy(cpu);
+}
+
+/* Rows past a quarter million elements, and a single row of 2^20 + 1. */
+static void test_long_rows(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  const char *names[] = {"softmax", "double_softmax", "softmax_backward", "layernorm",
+                         "norm_chain", "hreduce_pointwise", "hreduce_reduce"};
+  for (size_t k = 0; k < sizeof names / sizeof names[0]; ++k) {
+    const fp_op *op = fp_op_find(names[k]);
+    fp_problem p;
+    fp_problem_init(&p, op);
+    FP_ASSERT_OK(fp_problem_set_grid(&p, 2, (1 << 20) + 1));
+    for (int v = 0; v < op->n_variants; ++v)
+      check_case(&p, &op->variants[v]);
+  }
+}
+
+int main(int argc, char **argv) {
+  int rc = fp_test_env_open(argc, argv, "test_ops");
+  if (rc != 0)
+    return rc;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_registry_covered),
+      cmocka_unit_test(test_pointwise_chain),
+      cmocka_unit_test(test_bias_gelu),
+      cmocka_unit_test(test_bias_dropout_add),
+      cmocka_unit_test(test_softmax),
+      cmocka_unit_test(test_double_softmax),
+      cmocka_unit_test(test_softmax_backward),
+      cmocka_unit_test(test_layernorm),
+      cmocka_unit_test(test_norm_chain),
+      cmocka_unit_test(test_hreduce_pointwise),
+      cmocka_unit_test(test_hreduce_reduce),
+      cmocka_unit_test(test_nan_semantics),
+      cmocka_unit_test(test_dropout_mask_matches_cpu),
+      cmocka_unit_test(test_long_rows),
+  };
+  int failures = cmocka_run_group_tests_name(fp_backend_name(fp_env.kind), tests, NULL, NULL);
+  int code = fp_test_exit_code(failures); /* before close: it looks at the context */
+  fp_test_env_close();
+  return code;
+}

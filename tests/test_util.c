@@ -1,0 +1,59 @@
+/* fuseport tests: the backend and seed of a test run. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "test_util.h"
+
+fp_test_env fp_env;
+
+int fp_test_env_open(int argc, char **argv, const char *suite) {
+  memset(&fp_env, 0, sizeof fp_env);
+  const char *name = argc > 1 ? argv[1] : "cpu";
+  if (fp_backend_parse(name, &fp_env.kind) != FP_OK) {
+    fprintf(stderr, "%s: %s\n", suite, fp_last_error());
+    return 2;
+  }
+  const char *seed_env = getenv("FUSEPORT_TEST_SEED");
+  fp_env.seed = seed_env != NULL ? strtoull(seed_env, NULL, 10)
+                                 : ((uint64_t)time(NULL) * 2654435761u) ^ (uint64_t)clock();
+  printf("%s: backend %s, seed %llu (FUSEPORT_TEST_SEED=%llu reproduces)\n", suite, name,
+         (unsigned long long)fp_env.seed, (unsigned long long)fp_env.seed);
+  if (!fp_backend_compiled(fp_env.kind)) {
+    snprintf(fp_env.why, sizeof fp_env.why, "the %s backend is not compiled into this build",
+             name);
+    return 0;
+  }
+  if (fp_backend_device_count(fp_env.kind, NULL) == 0) {
+    snprintf(fp_env.why, sizeof fp_env.why, "no %s device on this machine", name);
+    return 0;
+  }
+  fp_context_options opts;
+  fp_context_options_init(&opts);
+  opts.backend = fp_env.kind;
+  if (fp_context_create(&opts, &fp_env.ctx) != FP_OK) {
+    /* a device is present but will not open: that is a failure, not a skip */
+    fprintf(stderr, "%s: cannot open the %s device: %s\n", suite, name, fp_last_error());
+    return 1;
+  }
+  printf("%s: device %s [%s]\n", suite, fp_context_device(fp_env.ctx)->name,
+         fp_context_device(fp_env.ctx)->platform);
+  return 0;
+}
+
+void fp_test_env_close(void) {
+  fp_context_destroy(fp_env.ctx);
+  fp_env.ctx = NULL;
+}
+
+int fp_test_exit_code(int failures) {
+  if (failures != 0)
+    return failures;
+  return fp_env.ctx == NULL ? 77 : 0;
+}
+
+uint64_t fp_test_next_seed(void) {
+  fp_env.seed = fp_env.seed * 6364136223846793005ull + 1442695040888963407ull;
+  return fp_env.seed >> 11;
+}
