@@ -163,13 +163,13 @@ static fp_status check_buffer(fp_context *ctx, const fp_buffer *buf, const char 
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                         "%s: %s buffer is not a live fuseport buffer (freed?)", fn, what);
   if (buf->ctx != ctx)
-    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
-                        "%s: %s buffer belongs to another context", fn, what);
+    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT, "%s: %s buffer belongs to another context",
+                        fn, what);
   return FP_OK;
 }
 
-static fp_status check_range(fp_context *ctx, const fp_buffer *buf, uint64_t offset,
-                             uint64_t bytes, const char *fn, const char *what) {
+static fp_status check_range(fp_context *ctx, const fp_buffer *buf, uint64_t offset, uint64_t bytes,
+                             const char *fn, const char *what) {
   if (bytes == 0)
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT, "%s: byte count is 0", fn);
   if (offset > buf->bytes || bytes > buf->bytes - offset)
@@ -191,8 +191,7 @@ fp_status fp_buffer_alloc(fp_context *ctx, uint64_t bytes, fp_buffer **out) {
     return fp_ctx_error(ctx, FP_ERR_OUT_OF_MEMORY,
                         "out of device memory: %llu bytes requested with %llu in use, limit "
                         "%llu bytes on %s device '%s'",
-                        (unsigned long long)bytes,
-                        (unsigned long long)ctx->counters.bytes_current,
+                        (unsigned long long)bytes, (unsigned long long)ctx->counters.bytes_current,
                         (unsigned long long)ctx->mem_limit, backend_names[ctx->kind],
                         ctx->info.name);
   fp_buffer *buf = calloc(1, sizeof *buf);
@@ -279,8 +278,8 @@ fp_status fp_buffer_fill(fp_context *ctx, fp_buffer *dst, uint64_t offset, uint6
   return ctx->ops->fill(ctx, dst->handle, offset, bytes, pattern, pattern_size);
 }
 
-fp_status fp_buffer_copy(fp_context *ctx, fp_buffer *dst, uint64_t dst_offset,
-                         const fp_buffer *src, uint64_t src_offset, uint64_t bytes) {
+fp_status fp_buffer_copy(fp_context *ctx, fp_buffer *dst, uint64_t dst_offset, const fp_buffer *src,
+                         uint64_t src_offset, uint64_t bytes) {
   CHECK_CTX(ctx, "fp_buffer_copy");
   fp_status st = check_buffer(ctx, dst, "fp_buffer_copy", "destination");
   if (st == FP_OK)
@@ -312,8 +311,7 @@ static fp_status check_event(fp_context *ctx, const fp_event *ev, const char *fn
   if (ev->magic != FP_EVENT_MAGIC)
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT, "%s: not a live fuseport event", fn);
   if (ev->ctx != ctx)
-    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT, "%s: event belongs to another context",
-                        fn);
+    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT, "%s: event belongs to another context", fn);
   return FP_OK;
 }
 
@@ -424,8 +422,9 @@ fp_status fp_kernel_lookup(fp_context *ctx, const char *name, fp_kernel_id *out)
   for (int k = 0; k < FPK_COUNT; ++k) {
     if (strcmp(kernel_table[k].name, name) == 0) {
       if (!ctx->ops->kernel_available(ctx, (fp_kernel_id)k))
-        return fp_ctx_error(ctx, FP_ERR_UNSUPPORTED, "kernel '%s' is not implemented by the %s "
-                                                     "backend",
+        return fp_ctx_error(ctx, FP_ERR_UNSUPPORTED,
+                            "kernel '%s' is not implemented by the %s "
+                            "backend",
                             name, backend_names[ctx->kind]);
       *out = (fp_kernel_id)k;
       return FP_OK;
@@ -444,9 +443,8 @@ fp_status fp_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *compile_ms
     return fp_ctx_error(ctx, FP_ERR_NOT_FOUND, "fp_kernel_prepare: kernel id %d is out of range",
                         (int)id);
   if (!ctx->ops->kernel_available(ctx, id))
-    return fp_ctx_error(ctx, FP_ERR_UNSUPPORTED,
-                        "kernel '%s' is not implemented by the %s backend", kernel_table[id].name,
-                        backend_names[ctx->kind]);
+    return fp_ctx_error(ctx, FP_ERR_UNSUPPORTED, "kernel '%s' is not implemented by the %s backend",
+                        kernel_table[id].name, backend_names[ctx->kind]);
   double ms = 0.0;
   fp_status st = ctx->ops->kernel_prepare(ctx, id, &ms);
   if (st == FP_OK && compile_ms != NULL)
@@ -465,8 +463,7 @@ fp_ndrange fp_ndrange_1d(uint64_t groups, uint32_t local) {
   return nd;
 }
 
-fp_ndrange fp_ndrange_2d(uint64_t groups_x, uint32_t local_x, uint64_t groups_y,
-                         uint32_t local_y) {
+fp_ndrange fp_ndrange_2d(uint64_t groups_x, uint32_t local_x, uint64_t groups_y, uint32_t local_y) {
   fp_ndrange nd = fp_ndrange_1d(groups_x, local_x);
   nd.dims = 2;
   nd.global[1] = groups_y * local_y;
@@ -478,8 +475,8 @@ static fp_status check_ndrange(fp_context *ctx, const char *kname, const fp_ndra
   if (nd == NULL)
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT, "launch of '%s': ndrange is NULL", kname);
   if (nd->dims < 1 || nd->dims > 3)
-    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT, "launch of '%s': %u dimensions (1..3)",
-                        kname, nd->dims);
+    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT, "launch of '%s': %u dimensions (1..3)", kname,
+                        nd->dims);
   uint64_t group = 1;
   for (uint32_t d = 0; d < nd->dims; ++d) {
     if (nd->local[d] == 0 || nd->global[d] == 0 || nd->global[d] % nd->local[d] != 0)
@@ -514,8 +511,8 @@ fp_status fp_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd, cons
                         decl->name, nargs, decl->signature, expected);
   fp_karg resolved[FP_MAX_KERNEL_ARGS];
   if (nargs > FP_MAX_KERNEL_ARGS)
-    return fp_ctx_error(ctx, FP_ERR_INTERNAL, "launch of '%s': more than %d arguments",
-                        decl->name, FP_MAX_KERNEL_ARGS);
+    return fp_ctx_error(ctx, FP_ERR_INTERNAL, "launch of '%s': more than %d arguments", decl->name,
+                        FP_MAX_KERNEL_ARGS);
   for (int a = 0; a < nargs; ++a) {
     char want = decl->signature[a];
     if ((char)args[a].kind != want)

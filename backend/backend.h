@@ -83,11 +83,11 @@ typedef struct fp_device_info {
   char platform[256];    /* OpenCL platform; "CUDA <runtime>" or "fuseport CPU emulation" */
   char api_version[128]; /* OpenCL version string, CUDA compute capability, ... */
   uint64_t global_mem_bytes;
-  uint64_t l2_cache_bytes; /* last-level cache the benchmark flushes */
-  uint64_t local_mem_bytes; /* per work-group (shared memory per block) */
-  uint32_t max_group_size;  /* work-items per work-group (threads per block) */
-  uint32_t subgroup_width;  /* warp/wavefront/subgroup width; 1 if unknown */
-  uint32_t compute_units;   /* SMs / CUs / cores */
+  uint64_t l2_cache_bytes;     /* last-level cache the benchmark flushes */
+  uint64_t local_mem_bytes;    /* per work-group (shared memory per block) */
+  uint32_t max_group_size;     /* work-items per work-group (threads per block) */
+  uint32_t subgroup_width;     /* warp/wavefront/subgroup width; 1 if unknown */
+  uint32_t compute_units;      /* SMs / CUs / cores */
   uint32_t cc_major, cc_minor; /* CUDA compute capability; 0 elsewhere */
 } fp_device_info;
 
@@ -117,8 +117,8 @@ fp_status fp_buffer_read(fp_context *ctx, const fp_buffer *src, uint64_t offset,
 fp_status fp_buffer_fill(fp_context *ctx, fp_buffer *dst, uint64_t offset, uint64_t bytes,
                          const void *pattern, size_t pattern_size);
 /* Enqueued device-to-device copy. */
-fp_status fp_buffer_copy(fp_context *ctx, fp_buffer *dst, uint64_t dst_offset,
-                         const fp_buffer *src, uint64_t src_offset, uint64_t bytes);
+fp_status fp_buffer_copy(fp_context *ctx, fp_buffer *dst, uint64_t dst_offset, const fp_buffer *src,
+                         uint64_t src_offset, uint64_t bytes);
 
 /* ---- queue and events ----------------------------------------------------- */
 

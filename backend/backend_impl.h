@@ -45,8 +45,8 @@ typedef struct fp_backend_ops {
   fp_status (*read)(fp_context *ctx, void *handle, uint64_t offset, void *dst, uint64_t bytes);
   fp_status (*fill)(fp_context *ctx, void *handle, uint64_t offset, uint64_t bytes,
                     const void *pattern, size_t pattern_size);
-  fp_status (*copy)(fp_context *ctx, void *dst, uint64_t dst_offset, void *src,
-                    uint64_t src_offset, uint64_t bytes);
+  fp_status (*copy)(fp_context *ctx, void *dst, uint64_t dst_offset, void *src, uint64_t src_offset,
+                    uint64_t bytes);
 
   fp_status (*finish)(fp_context *ctx);
   fp_status (*event_create)(fp_context *ctx, void **event);
@@ -59,8 +59,8 @@ typedef struct fp_backend_ops {
   /* Builds/loads the family of `id` once per context; reports the time the
    * build took (the same number on every later call). */
   fp_status (*kernel_prepare)(fp_context *ctx, fp_kernel_id id, double *compile_ms);
-  fp_status (*launch)(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd,
-                      const fp_karg *args, int nargs);
+  fp_status (*launch)(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd, const fp_karg *args,
+                      int nargs);
 } fp_backend_ops;
 
 #define FP_ERROR_MESSAGE_BYTES 8192

@@ -32,8 +32,7 @@ fp_context *fp_cli_open(const fp_cli_target *t);
 const char *fp_cli_value(int argc, char **argv, int *i);
 /* Parses a decimal integer in [min, max]; prints a usage error naming the
  * option and returns false otherwise. */
-bool fp_cli_parse_i64(const char *option, const char *text, int64_t min, int64_t max,
-                      int64_t *out);
+bool fp_cli_parse_i64(const char *option, const char *text, int64_t min, int64_t max, int64_t *out);
 /* Parses "MxN[,MxN...]" into up to max pairs; false (message printed) on error. */
 bool fp_cli_parse_shapes(const char *option, const char *text, int64_t (*shapes)[2], int max,
                          int *count);

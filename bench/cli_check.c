@@ -47,8 +47,8 @@ static const char check_usage[] =
 #define MAX_SHAPES 64
 #define MAX_PARAMS 16
 
-static const int64_t default_shapes[][2] = {{1, 1},     {3, 3},      {1, 1000},  {3, 1000},
-                                            {1000, 3},  {7, 65537},  {2, 262144}, {128, 256},
+static const int64_t default_shapes[][2] = {{1, 1},     {3, 3},     {1, 1000},   {3, 1000},
+                                            {1000, 3},  {7, 65537}, {2, 262144}, {128, 256},
                                             {256, 128}, {33, 4097}};
 
 typedef struct check_opts {
@@ -92,8 +92,8 @@ static bool param_fixed(const check_opts *o, const char *name) {
 }
 
 /* Runs one case; returns 0 pass, 1 fail, 2 error. */
-static int run_case(fp_context *ctx, const check_opts *o, const fp_problem *p,
-                    const fp_variant *v, uint64_t seed) {
+static int run_case(fp_context *ctx, const check_opts *o, const fp_problem *p, const fp_variant *v,
+                    uint64_t seed) {
   char desc[256];
   fp_problem_describe(p, desc, sizeof desc);
   fp_io_desc io;
@@ -134,8 +134,8 @@ static int run_case(fp_context *ctx, const check_opts *o, const fp_problem *p,
              result == 0 ? "PASS" : "FAIL", p->op->name, v->name, desc, acc.max_abs_err,
              acc.max_rel_err, acc.rel_l2_err, (unsigned long long)launched);
     if (!acc.ok)
-      printf("      %lld of %lld elements outside the tolerance; first: %s\n",
-             (long long)acc.bad, (long long)acc.checked, acc.first_bad);
+      printf("      %lld of %lld elements outside the tolerance; first: %s\n", (long long)acc.bad,
+             (long long)acc.checked, acc.first_bad);
     if (!count_ok)
       printf("      the cost model says %d kernels, %llu were launched\n", expected,
              (unsigned long long)launched);
@@ -255,8 +255,7 @@ static int parse_check(int argc, char **argv, check_opts *o) {
       }
     }
     if (!used) {
-      fprintf(stderr, "fuseport check: no selected op has a parameter '%s'\n",
-              o->param_names[k]);
+      fprintf(stderr, "fuseport check: no selected op has a parameter '%s'\n", o->param_names[k]);
       return FP_EXIT_USAGE;
     }
   }

@@ -54,9 +54,9 @@ fp_status fp_io_fill_inputs(fp_context *ctx, const fp_io_desc *io, uint64_t seed
     if (t->dtype != FP_F32)
       return fp_error(FP_ERR_UNSUPPORTED, "fp_io_fill_inputs: input %s is %s; only f32 is filled",
                       t->name, fp_dtype_name(t->dtype));
-    fp_arg args[] = {fp_arg_buf(in[k]),          fp_arg_i64(t->storage_elems),
-                     fp_arg_i64((int64_t)seed),  fp_arg_i32(k),
-                     fp_arg_f32(t->fill_scale),  fp_arg_i32(t->fill_positive ? 1 : 0)};
+    fp_arg args[] = {fp_arg_buf(in[k]),         fp_arg_i64(t->storage_elems),
+                     fp_arg_i64((int64_t)seed), fp_arg_i32(k),
+                     fp_arg_f32(t->fill_scale), fp_arg_i32(t->fill_positive ? 1 : 0)};
     fp_ndrange nd = fp_elem_range(&rc, t->storage_elems);
     fp_status st = fp_launch(ctx, FPK_fill_uniform_f32, &nd, args, 6);
     if (st != FP_OK)

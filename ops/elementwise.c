@@ -97,16 +97,16 @@ static fp_status gelu_unfused(fp_recipe *rc, const fp_problem *p) {
   fp_view d = fp_view_rows(fp_rc_ws(rc, 3, bytes), M, N);
   fp_view e = fp_view_rows(fp_rc_ws(rc, 4, bytes), M, N);
   fp_view out = fp_view_rows(fp_rc_out(rc, 0), M, N);
-  TRY(fp_prim_binary(rc, FP_BINARY_ADD, a, inp, bias));           /* x = inp + bias    */
-  TRY(fp_prim_unary(rc, FP_UNARY_AFFINE, 0.5f, 0.0f, b, a));       /* x * 0.5           */
+  TRY(fp_prim_binary(rc, FP_BINARY_ADD, a, inp, bias));             /* x = inp + bias    */
+  TRY(fp_prim_unary(rc, FP_UNARY_AFFINE, 0.5f, 0.0f, b, a));        /* x * 0.5           */
   TRY(fp_prim_unary(rc, FP_UNARY_AFFINE, 0.79788456f, 0.0f, c, a)); /* 0.79788456 * x    */
-  TRY(fp_prim_unary(rc, FP_UNARY_AFFINE, 0.044715f, 0.0f, d, a));  /* 0.044715 * x      */
-  TRY(fp_prim_binary(rc, FP_BINARY_MUL, e, d, a));                 /* (0.044715*x) * x  */
-  TRY(fp_prim_unary(rc, FP_UNARY_AFFINE, 1.0f, 1.0f, d, e));       /* 1 + ...           */
-  TRY(fp_prim_binary(rc, FP_BINARY_MUL, e, c, d));                 /* 0.79788456*x*(..) */
-  TRY(fp_prim_unary(rc, FP_UNARY_TANH, 1.0f, 0.0f, c, e));         /* tanh(...)         */
-  TRY(fp_prim_unary(rc, FP_UNARY_AFFINE, 1.0f, 1.0f, d, c));       /* 1.0 + tanh(...)   */
-  return fp_prim_binary(rc, FP_BINARY_MUL, out, b, d);             /* x*0.5 * (...)     */
+  TRY(fp_prim_unary(rc, FP_UNARY_AFFINE, 0.044715f, 0.0f, d, a));   /* 0.044715 * x      */
+  TRY(fp_prim_binary(rc, FP_BINARY_MUL, e, d, a));                  /* (0.044715*x) * x  */
+  TRY(fp_prim_unary(rc, FP_UNARY_AFFINE, 1.0f, 1.0f, d, e));        /* 1 + ...           */
+  TRY(fp_prim_binary(rc, FP_BINARY_MUL, e, c, d));                  /* 0.79788456*x*(..) */
+  TRY(fp_prim_unary(rc, FP_UNARY_TANH, 1.0f, 0.0f, c, e));          /* tanh(...)         */
+  TRY(fp_prim_unary(rc, FP_UNARY_AFFINE, 1.0f, 1.0f, d, c));        /* 1.0 + tanh(...)   */
+  return fp_prim_binary(rc, FP_BINARY_MUL, out, b, d);              /* x*0.5 * (...)     */
 }
 
 /* ---- bias_dropout_add: out = residual + dropout(inp + bias, p) -------------------------- */

@@ -33,12 +33,12 @@ const char *fp_dtype_name(fp_dtype dtype);
 /* ---- parameters ------------------------------------------------------------ */
 
 typedef enum fp_param_type {
-  FP_PARAM_DIM,    /* a tensor dimension: an integer >= 1; the product of an
-                      op's dimensions must keep byte counts inside int64 */
-  FP_PARAM_INT,    /* an integer (seeds, counts) */
-  FP_PARAM_FLOAT,  /* a real number */
-  FP_PARAM_BOOL,   /* 0/1, also "true"/"false" */
-  FP_PARAM_CHOICE  /* one of `choices`; the value is its index */
+  FP_PARAM_DIM,   /* a tensor dimension: an integer >= 1; the product of an
+                     op's dimensions must keep byte counts inside int64 */
+  FP_PARAM_INT,   /* an integer (seeds, counts) */
+  FP_PARAM_FLOAT, /* a real number */
+  FP_PARAM_BOOL,  /* 0/1, also "true"/"false" */
+  FP_PARAM_CHOICE /* one of `choices`; the value is its index */
 } fp_param_type;
 
 typedef struct fp_param_decl {
@@ -76,10 +76,10 @@ typedef struct fp_tensor_desc {
   fp_dtype dtype;
   int rank; /* 1..4 */
   int64_t shape[4];
-  int64_t strides[4];     /* in elements; the logical index i of dim d -> i*strides[d] */
-  int64_t storage_elems;  /* elements the buffer holds */
-  float fill_scale;       /* inputs: random values in [-scale, scale) (power of two) */
-  bool fill_positive;     /* inputs: [0, scale) instead */
+  int64_t strides[4];    /* in elements; the logical index i of dim d -> i*strides[d] */
+  int64_t storage_elems; /* elements the buffer holds */
+  float fill_scale;      /* inputs: random values in [-scale, scale) (power of two) */
+  bool fill_positive;    /* inputs: [0, scale) instead */
 } fp_tensor_desc;
 
 typedef struct fp_io_desc {
@@ -122,7 +122,7 @@ typedef struct fp_cost {
   int kernels;              /* launches per call */
   uint64_t workspace_bytes; /* intermediates in device memory */
   int workspace_buffers;
-  int n_kernel_ids;                    /* distinct kernels the variant launches */
+  int n_kernel_ids; /* distinct kernels the variant launches */
   fp_kernel_id kernel_ids[FP_MAX_KERNEL_IDS];
 } fp_cost;
 

@@ -88,8 +88,8 @@ fp_status fp_problem_set(fp_problem *p, const char *name, const char *value) {
   if (k < 0) {
     char names[512];
     list_params(op, names, sizeof names);
-    return fp_error(FP_ERR_NOT_FOUND, "op %s has no parameter '%s' (its parameters: %s)",
-                    op->name, name, names);
+    return fp_error(FP_ERR_NOT_FOUND, "op %s has no parameter '%s' (its parameters: %s)", op->name,
+                    name, names);
   }
   const fp_param_decl *d = &op->params[k];
   double parsed = 0.0;
@@ -108,8 +108,8 @@ fp_status fp_problem_set(fp_problem *p, const char *name, const char *value) {
   case FP_PARAM_FLOAT:
     parsed = strtod(value, &end);
     if (end == value || *end != '\0' || errno != 0)
-      return fp_error(FP_ERR_INVALID_ARGUMENT, "op %s: parameter %s='%s' is not a number",
-                      op->name, name, value);
+      return fp_error(FP_ERR_INVALID_ARGUMENT, "op %s: parameter %s='%s' is not a number", op->name,
+                      name, value);
     break;
   case FP_PARAM_BOOL:
     if (strcmp(value, "1") == 0 || strcasecmp(value, "true") == 0 ||
@@ -120,8 +120,8 @@ fp_status fp_problem_set(fp_problem *p, const char *name, const char *value) {
       parsed = 0.0;
     else
       return fp_error(FP_ERR_INVALID_ARGUMENT,
-                      "op %s: parameter %s='%s' is not a boolean (true/false, 1/0)", op->name,
-                      name, value);
+                      "op %s: parameter %s='%s' is not a boolean (true/false, 1/0)", op->name, name,
+                      value);
     break;
   case FP_PARAM_CHOICE: {
     int found = -1;
@@ -311,8 +311,9 @@ static fp_status rc_fail(fp_recipe *rc, fp_status st) {
 
 fp_buffer *fp_rc_ws(fp_recipe *rc, int k, uint64_t bytes) {
   if (k < 0 || k > rc->n_ws || k >= FP_MAX_WORKSPACE || bytes == 0) {
-    rc_fail(rc, fp_error(FP_ERR_INTERNAL, "recipe asked for workspace %d of %llu bytes out of order",
-                         k, (unsigned long long)bytes));
+    rc_fail(rc,
+            fp_error(FP_ERR_INTERNAL, "recipe asked for workspace %d of %llu bytes out of order", k,
+                     (unsigned long long)bytes));
     return NULL;
   }
   if (rc->ctx == NULL) { /* dry run: size it */
@@ -324,8 +325,8 @@ fp_buffer *fp_rc_ws(fp_recipe *rc, int k, uint64_t bytes) {
     return NULL;
   }
   if (k >= rc->n_ws || bytes > rc->ws_bytes[k]) {
-    rc_fail(rc, fp_error(FP_ERR_INTERNAL, "recipe workspace %d differs between dry and real run",
-                         k));
+    rc_fail(rc,
+            fp_error(FP_ERR_INTERNAL, "recipe workspace %d differs between dry and real run", k));
     return NULL;
   }
   return rc->ws[k];

@@ -10,9 +10,10 @@
 enum { P_M = 0, P_N = 1 };
 #define FP_DIM_MAX 1099511627776.0 /* 2^40 per dimension; products are checked too */
 #define FP_DIM_PARAMS                                                                              \
-  {"M", FP_PARAM_DIM, 1024, 1, FP_DIM_MAX, NULL, "rows (the seed's dim0)"},                        \
-      {"N", FP_PARAM_DIM, 1024, 1, FP_DIM_MAX, NULL,                                               \
-       "columns (dim1): contiguous, and the reduced dimension of row reductions"}
+  {"M", FP_PARAM_DIM, 1024, 1, FP_DIM_MAX, NULL, "rows (the seed's dim0)"}, {                      \
+    "N", FP_PARAM_DIM, 1024, 1, FP_DIM_MAX, NULL,                                                  \
+        "columns (dim1): contiguous, and the reduced dimension of row reductions"                  \
+  }
 
 /* Tolerances (see fp_tolerance): float32 elementwise math is a few ulps off
  * the float64 reference, with cancellation bounded by the inputs' O(1) scale
@@ -20,9 +21,12 @@ enum { P_M = 0, P_N = 1 };
  * norm_chain compounds three of them. Ops whose outputs are legitimately tiny
  * everywhere (softmax of long rows ~1/N, norm_chain ~1e-9) get no absolute
  * floor: it would hide real errors there. */
-#define FP_TOL_ELEMENTWISE {1e-5, 1e-6, 1e-6}
-#define FP_TOL_REDUCTION {1e-4, 1e-5, 1e-6}
-#define FP_TOL_REDUCTION_SMALL_OUTPUT {1e-4, 1e-5, 0.0}
+#define FP_TOL_ELEMENTWISE                                                                         \
+  { 1e-5, 1e-6, 1e-6 }
+#define FP_TOL_REDUCTION                                                                           \
+  { 1e-4, 1e-5, 1e-6 }
+#define FP_TOL_REDUCTION_SMALL_OUTPUT                                                              \
+  { 1e-4, 1e-5, 0.0 }
 
 #define TRY(expr)                                                                                  \
   do {                                                                                             \

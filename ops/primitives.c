@@ -75,8 +75,8 @@ static uint64_t view_bytes(fp_view v) {
 /* ---- primitives ----------------------------------------------------------------- */
 
 fp_status fp_prim_unary(fp_recipe *rc, int op, float alpha, float beta, fp_view out, fp_view a) {
-  fp_arg args[] = {fp_arg_buf(out.buf), fp_arg_buf(a.buf), fp_arg_i32(op),    fp_arg_f32(alpha),
-                   fp_arg_f32(beta),    fp_arg_i64(a.M),   fp_arg_i64(a.N),   fp_arg_i64(out.s0),
+  fp_arg args[] = {fp_arg_buf(out.buf), fp_arg_buf(a.buf), fp_arg_i32(op),  fp_arg_f32(alpha),
+                   fp_arg_f32(beta),    fp_arg_i64(a.M),   fp_arg_i64(a.N), fp_arg_i64(out.s0),
                    fp_arg_i64(out.s1),  fp_arg_i64(a.s0),  fp_arg_i64(a.s1)};
   double n = (double)a.M * (double)a.N;
   fp_ndrange nd = fp_elem_range(rc, a.M * a.N);
@@ -85,18 +85,18 @@ fp_status fp_prim_unary(fp_recipe *rc, int op, float alpha, float beta, fp_view 
 }
 
 fp_status fp_prim_binary(fp_recipe *rc, int op, fp_view out, fp_view a, fp_view b) {
-  fp_arg args[] = {fp_arg_buf(out.buf), fp_arg_buf(a.buf),  fp_arg_buf(b.buf),  fp_arg_i32(op),
-                   fp_arg_i64(a.M),     fp_arg_i64(a.N),    fp_arg_i64(out.s0), fp_arg_i64(out.s1),
-                   fp_arg_i64(a.s0),    fp_arg_i64(a.s1),   fp_arg_i64(b.s0),   fp_arg_i64(b.s1)};
+  fp_arg args[] = {fp_arg_buf(out.buf), fp_arg_buf(a.buf), fp_arg_buf(b.buf),  fp_arg_i32(op),
+                   fp_arg_i64(a.M),     fp_arg_i64(a.N),   fp_arg_i64(out.s0), fp_arg_i64(out.s1),
+                   fp_arg_i64(a.s0),    fp_arg_i64(a.s1),  fp_arg_i64(b.s0),   fp_arg_i64(b.s1)};
   fp_ndrange nd = fp_elem_range(rc, a.M * a.N);
-  return fp_rc_launch(rc, FPK_prim_binary, &nd, args, 12,
-                      fp_kcost(view_bytes(a) + view_bytes(b), view_bytes(out),
-                               (double)a.M * (double)a.N));
+  return fp_rc_launch(
+      rc, FPK_prim_binary, &nd, args, 12,
+      fp_kcost(view_bytes(a) + view_bytes(b), view_bytes(out), (double)a.M * (double)a.N));
 }
 
 fp_status fp_prim_reduce_rows(fp_recipe *rc, int op, fp_buffer *out, fp_view a) {
-  fp_arg args[] = {fp_arg_buf(out),  fp_arg_buf(a.buf), fp_arg_i32(op),  fp_arg_i64(a.M),
-                   fp_arg_i64(a.N),  fp_arg_i64(a.s0),  fp_arg_i64(a.s1)};
+  fp_arg args[] = {fp_arg_buf(out), fp_arg_buf(a.buf), fp_arg_i32(op),  fp_arg_i64(a.M),
+                   fp_arg_i64(a.N), fp_arg_i64(a.s0),  fp_arg_i64(a.s1)};
   fp_ndrange nd = fp_rows_range(rc, a.M, a.N);
   return fp_rc_launch(rc, FPK_prim_reduce_rows, &nd, args, 7,
                       fp_kcost(view_bytes(a), 4u * (uint64_t)a.M, (double)a.M * (double)a.N));
@@ -104,10 +104,10 @@ fp_status fp_prim_reduce_rows(fp_recipe *rc, int op, fp_buffer *out, fp_view a) 
 
 fp_status fp_prim_dropout(fp_recipe *rc, fp_view out, fp_view a, float p, float scale,
                           uint64_t seed, int training) {
-  fp_arg args[] = {fp_arg_buf(out.buf),  fp_arg_buf(a.buf),   fp_arg_i64(a.M),
-                   fp_arg_i64(a.N),      fp_arg_i64(out.s0),  fp_arg_i64(out.s1),
-                   fp_arg_i64(a.s0),     fp_arg_i64(a.s1),    fp_arg_f32(p),
-                   fp_arg_f32(scale),    fp_arg_i64((int64_t)seed), fp_arg_i32(training)};
+  fp_arg args[] = {fp_arg_buf(out.buf), fp_arg_buf(a.buf),         fp_arg_i64(a.M),
+                   fp_arg_i64(a.N),     fp_arg_i64(out.s0),        fp_arg_i64(out.s1),
+                   fp_arg_i64(a.s0),    fp_arg_i64(a.s1),          fp_arg_f32(p),
+                   fp_arg_f32(scale),   fp_arg_i64((int64_t)seed), fp_arg_i32(training)};
   fp_ndrange nd = fp_elem_range(rc, a.M * a.N);
   return fp_rc_launch(rc, FPK_prim_dropout, &nd, args, 12,
                       fp_kcost(view_bytes(a), view_bytes(out), 2.0 * (double)a.M * (double)a.N));

@@ -56,8 +56,8 @@ static void load_row(const fp_host_tensor *t, int64_t i, int64_t N, double *row)
     row[j] = fp_host_at2(t, i, j);
 }
 
-static void softmax_reference(const fp_problem *p, const fp_host_tensor *in, int64_t r0,
-                              int64_t r1, double *const *out) {
+static void softmax_reference(const fp_problem *p, const fp_host_tensor *in, int64_t r0, int64_t r1,
+                              double *const *out) {
   int64_t N = P_INT(p, P_N);
   for (int64_t i = r0; i < r1; ++i) {
     double *row = out[0] + (i - r0) * N;
@@ -277,8 +277,8 @@ static fp_status layernorm_unfused(fp_recipe *rc, const fp_problem *p) {
   TRY(fp_prim_binary(rc, FP_BINARY_SUB, xc, x, fp_view_perrow(mean, M, N)));
   TRY(fp_prim_binary(rc, FP_BINARY_MUL, sq, xc, xc));
   TRY(fp_prim_reduce_rows(rc, FP_REDUCE_SUM, sumsq, sq));
-  TRY(fp_prim_unary(rc, FP_UNARY_AFFINE, inv_n, (float)p->v[P_EPS],
-                    fp_view_rows(var_eps, M, 1), fp_view_rows(sumsq, M, 1))); /* var + eps */
+  TRY(fp_prim_unary(rc, FP_UNARY_AFFINE, inv_n, (float)p->v[P_EPS], fp_view_rows(var_eps, M, 1),
+                    fp_view_rows(sumsq, M, 1))); /* var + eps */
   TRY(fp_prim_unary(rc, FP_UNARY_RSQRT, 1.0f, 0.0f, fp_view_rows(rstd, M, 1),
                     fp_view_rows(var_eps, M, 1)));
   /* sq and xc die in turn and take the normalised and the scaled values */
@@ -358,7 +358,8 @@ const fp_op fp_op_layernorm = {
     .family = "reduce",
     .summary = "(x-mean)/sqrt(var+eps)*w[N]+b[N], biased var; also outputs mean and rstd",
     .n_params = 3,
-    .params = {FP_DIM_PARAMS, {"eps", FP_PARAM_FLOAT, 1e-5, 0.0, 1.0, NULL, "added to the variance"}},
+    .params = {FP_DIM_PARAMS,
+               {"eps", FP_PARAM_FLOAT, 1e-5, 0.0, 1.0, NULL, "added to the variance"}},
     .grid_param = {P_M, P_N},
     .describe = layernorm_describe,
     .rows = fp_rows_param_m,

@@ -5,10 +5,9 @@
 #include "ops_internal.h"
 
 static const fp_op *const registry[] = {
-    &fp_op_pointwise_chain, &fp_op_bias_gelu,         &fp_op_bias_dropout_add,
-    &fp_op_softmax,         &fp_op_double_softmax,    &fp_op_softmax_backward,
-    &fp_op_layernorm,       &fp_op_norm_chain,        &fp_op_hreduce_pointwise,
-    &fp_op_hreduce_reduce,
+    &fp_op_pointwise_chain,   &fp_op_bias_gelu,        &fp_op_bias_dropout_add, &fp_op_softmax,
+    &fp_op_double_softmax,    &fp_op_softmax_backward, &fp_op_layernorm,        &fp_op_norm_chain,
+    &fp_op_hreduce_pointwise, &fp_op_hreduce_reduce,
 };
 
 #define REGISTRY_SIZE ((int)(sizeof registry / sizeof registry[0]))
@@ -62,8 +61,8 @@ fp_status fp_op_variant_lookup(const fp_op *op, const char *name, const fp_varia
     size_t used = strlen(names);
     snprintf(names + used, sizeof names - used, "%s%s", k ? ", " : "", op->variants[k].name);
   }
-  return fp_error(FP_ERR_NOT_FOUND, "op %s has no variant '%s' (its variants: %s)", op->name,
-                  name, names);
+  return fp_error(FP_ERR_NOT_FOUND, "op %s has no variant '%s' (its variants: %s)", op->name, name,
+                  names);
 }
 
 int64_t fp_rows_param_m(const fp_problem *p) { return P_INT(p, P_M); }

@@ -69,7 +69,7 @@ static void test_fill_patterns(void **state) {
     FP_ASSERT_OK(fp_buffer_fill(CTX, buf, off, n, pattern, ps));
     FP_ASSERT_OK(fp_buffer_read(CTX, buf, 0, host, n + 2 * off));
     for (uint64_t i = 0; i < off; ++i) {
-      assert_int_equal(host[i], 0x5A); /* nothing written before the range */
+      assert_int_equal(host[i], 0x5A);           /* nothing written before the range */
       assert_int_equal(host[off + n + i], 0x5A); /* nor after it */
     }
     for (uint64_t i = 0; i < n; ++i)
@@ -117,9 +117,8 @@ static void test_fill_uniform_matches_host(void **state) {
   for (int positive = 0; positive < 2; ++positive)
     for (size_t s = 0; s < 3; ++s) {
       uint64_t seed = fp_test_next_seed();
-      fp_arg args[] = {fp_arg_buf(buf),        fp_arg_i64(n),
-                       fp_arg_i64((int64_t)seed), fp_arg_i32(3),
-                       fp_arg_f32(scales[s]),  fp_arg_i32(positive)};
+      fp_arg args[] = {fp_arg_buf(buf), fp_arg_i64(n),         fp_arg_i64((int64_t)seed),
+                       fp_arg_i32(3),   fp_arg_f32(scales[s]), fp_arg_i32(positive)};
       fp_ndrange nd = fp_ndrange_1d(7, 64);
       FP_ASSERT_OK(fp_launch(CTX, FPK_fill_uniform_f32, &nd, args, 6));
       FP_ASSERT_OK(fp_buffer_read(CTX, buf, 0, host, (uint64_t)n * 4));
@@ -187,8 +186,8 @@ static void test_counters(void **state) {
   assert_int_equal(c1.bytes_allocated, 4000);
   assert_int_equal(c1.bytes_current, c0.bytes_current + 4000);
   assert_int_equal(c1.bytes_peak, c0.bytes_current + 4000);
-  fp_arg args[] = {fp_arg_buf(b),    fp_arg_i64(750), fp_arg_i64(1), fp_arg_i32(0),
-                   fp_arg_f32(1.0f), fp_arg_i32(0)};
+  fp_arg args[] = {fp_arg_buf(b), fp_arg_i64(750),  fp_arg_i64(1),
+                   fp_arg_i32(0), fp_arg_f32(1.0f), fp_arg_i32(0)};
   fp_ndrange nd = fp_ndrange_1d(3, 32);
   FP_ASSERT_OK(fp_launch(CTX, FPK_fill_uniform_f32, &nd, args, 6));
   FP_ASSERT_OK(fp_launch_by_name(CTX, "fill_uniform_f32", &nd, args, 6));
@@ -245,8 +244,7 @@ static void test_bad_arguments(void **state) {
   FP_ASSERT_ERR(fp_buffer_write(CTX, none, 0, host, 4), FP_ERR_INVALID_ARGUMENT, "NULL");
   FP_ASSERT_ERR(fp_buffer_write(CTX, buf, 0, NULL, 4), FP_ERR_INVALID_ARGUMENT, "NULL");
   FP_ASSERT_ERR(fp_buffer_write(CTX, buf, 60, host, 8), FP_ERR_INVALID_ARGUMENT, "outside");
-  FP_ASSERT_ERR(fp_buffer_read(CTX, buf, UINT64_MAX, host, 8), FP_ERR_INVALID_ARGUMENT,
-                "outside");
+  FP_ASSERT_ERR(fp_buffer_read(CTX, buf, UINT64_MAX, host, 8), FP_ERR_INVALID_ARGUMENT, "outside");
   FP_ASSERT_ERR(fp_buffer_read(CTX, buf, 0, host, 0), FP_ERR_INVALID_ARGUMENT, "0");
   FP_ASSERT_ERR(fp_buffer_fill(CTX, buf, 0, 12, host, 3), FP_ERR_INVALID_ARGUMENT, "pattern");
   FP_ASSERT_ERR(fp_buffer_fill(CTX, buf, 2, 8, host, 4), FP_ERR_INVALID_ARGUMENT, "multiples");
@@ -271,17 +269,17 @@ static void test_bad_arguments(void **state) {
   FP_ASSERT_ERR(fp_kernel_lookup(CTX, "no_such_kernel", &id), FP_ERR_NOT_FOUND, "no_such_kernel");
   FP_ASSERT_OK(fp_kernel_lookup(CTX, "prim_unary", &id));
   assert_int_equal(id, FPK_prim_unary);
-  fp_arg good[] = {fp_arg_buf(buf),     fp_arg_i64(16), fp_arg_i64(1), fp_arg_i32(0),
-                   fp_arg_f32(1.0f),    fp_arg_i32(0)};
-  fp_arg wrong_kind[] = {fp_arg_buf(buf), fp_arg_i32(16), fp_arg_i64(1), fp_arg_i32(0),
-                         fp_arg_f32(1.0f), fp_arg_i32(0)};
-  fp_arg null_buf[] = {fp_arg_buf(NULL), fp_arg_i64(16), fp_arg_i64(1), fp_arg_i32(0),
-                       fp_arg_f32(1.0f), fp_arg_i32(0)};
+  fp_arg good[] = {fp_arg_buf(buf), fp_arg_i64(16),   fp_arg_i64(1),
+                   fp_arg_i32(0),   fp_arg_f32(1.0f), fp_arg_i32(0)};
+  fp_arg wrong_kind[] = {fp_arg_buf(buf), fp_arg_i32(16),   fp_arg_i64(1),
+                         fp_arg_i32(0),   fp_arg_f32(1.0f), fp_arg_i32(0)};
+  fp_arg null_buf[] = {fp_arg_buf(NULL), fp_arg_i64(16),   fp_arg_i64(1),
+                       fp_arg_i32(0),    fp_arg_f32(1.0f), fp_arg_i32(0)};
   fp_ndrange nd = fp_ndrange_1d(1, 32);
   FP_ASSERT_ERR(fp_launch(CTX, FPK_fill_uniform_f32, &nd, good, 5), FP_ERR_INVALID_ARGUMENT,
                 "5 arguments");
-  FP_ASSERT_ERR(fp_launch(CTX, FPK_fill_uniform_f32, &nd, wrong_kind, 6),
-                FP_ERR_INVALID_ARGUMENT, "argument 1");
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_fill_uniform_f32, &nd, wrong_kind, 6), FP_ERR_INVALID_ARGUMENT,
+                "argument 1");
   FP_ASSERT_ERR(fp_launch(CTX, FPK_fill_uniform_f32, &nd, null_buf, 6), FP_ERR_INVALID_ARGUMENT,
                 "NULL");
   FP_ASSERT_ERR(fp_launch(CTX, FPK_fill_uniform_f32, NULL, good, 6), FP_ERR_INVALID_ARGUMENT,

@@ -116,8 +116,8 @@ static void test_op_out_of_memory(void **state) {
   FP_ASSERT_OK(fp_context_set_mem_limit(CTX, base.bytes_current + (3u << 20)));
   FP_ASSERT_OK(fp_io_alloc(CTX, &io, in, out));
   fp_plan *plan = (fp_plan *)&plan;
-  FP_ASSERT_ERR(fp_plan_create(CTX, &p, fp_op_variant(op, "unfused"), &plan),
-                FP_ERR_OUT_OF_MEMORY, "out of device memory");
+  FP_ASSERT_ERR(fp_plan_create(CTX, &p, fp_op_variant(op, "unfused"), &plan), FP_ERR_OUT_OF_MEMORY,
+                "out of device memory");
   assert_null(plan);
   fp_counters mid;
   fp_counters_get(CTX, &mid);
@@ -205,7 +205,8 @@ static void test_cost_model(void **state) {
     assert_int_equal(fused.bytes_written, out_bytes);
     assert_int_equal(fused.workspace_bytes, 0);
     assert_true(unfused.kernels >= 2);
-    assert_true(unfused.bytes_read + unfused.bytes_written > fused.bytes_read + fused.bytes_written);
+    assert_true(unfused.bytes_read + unfused.bytes_written >
+                fused.bytes_read + fused.bytes_written);
     assert_true(fused.flops > 0 && unfused.flops > 0);
     assert_true(unfused.n_kernel_ids >= 1 && fused.n_kernel_ids == 1);
   }
@@ -217,9 +218,9 @@ int main(int argc, char **argv) {
   if (rc != 0 || fp_env.ctx == NULL)
     return rc != 0 ? rc : 1;
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_unknown_names),      cmocka_unit_test(test_bad_parameters),
-      cmocka_unit_test(test_context_errors),     cmocka_unit_test(test_cpu_mem_limit_env),
-      cmocka_unit_test(test_op_out_of_memory),   cmocka_unit_test(test_plan_buffer_errors),
+      cmocka_unit_test(test_unknown_names),    cmocka_unit_test(test_bad_parameters),
+      cmocka_unit_test(test_context_errors),   cmocka_unit_test(test_cpu_mem_limit_env),
+      cmocka_unit_test(test_op_out_of_memory), cmocka_unit_test(test_plan_buffer_errors),
       cmocka_unit_test(test_cost_model),
   };
   int failures = cmocka_run_group_tests_name("errors", tests, NULL, NULL);

@@ -13,9 +13,8 @@
 #define CTX fp_env.ctx
 
 /* Odd shapes and powers of two; N of 1, 3, 1000, 65537 and 262144. */
-static const int64_t shapes[][2] = {{1, 1},    {3, 3},     {1, 1000},   {1000, 3},
-                                    {5, 65537}, {1, 262144}, {128, 256}, {64, 1024},
-                                    {33, 4097}};
+static const int64_t shapes[][2] = {{1, 1},      {3, 3},     {1, 1000},  {1000, 3}, {5, 65537},
+                                    {1, 262144}, {128, 256}, {64, 1024}, {33, 4097}};
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
 /* Runs one problem with one variant and asserts the reference check and the
@@ -43,8 +42,7 @@ static void check_case(const fp_problem *p, const fp_variant *v) {
   FP_ASSERT_OK(fp_check_outputs(CTX, p, &io, views, out, &all, &acc));
   if (!acc.ok)
     fail_msg("%s %s %s (seed %llu): %lld of %lld bad; %s", p->op->name, v->name, desc,
-             (unsigned long long)seed, (long long)acc.bad, (long long)acc.checked,
-             acc.first_bad);
+             (unsigned long long)seed, (long long)acc.bad, (long long)acc.checked, acc.first_bad);
   assert_int_equal(after.kernels_launched - before.kernels_launched, fp_plan_cost(plan)->kernels);
   fp_plan_destroy(plan);
   fp_io_free(&io, in, out);
@@ -226,7 +224,7 @@ static void test_dropout_mask_matches_cpu(void **state) {
 static void test_long_rows(void **state) {
   (void)state;
   FP_REQUIRE_DEVICE();
-  const char *names[] = {"softmax", "double_softmax", "softmax_backward", "layernorm",
+  const char *names[] = {"softmax",    "double_softmax",    "softmax_backward", "layernorm",
                          "norm_chain", "hreduce_pointwise", "hreduce_reduce"};
   for (size_t k = 0; k < sizeof names / sizeof names[0]; ++k) {
     const fp_op *op = fp_op_find(names[k]);

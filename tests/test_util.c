@@ -21,8 +21,7 @@ int fp_test_env_open(int argc, char **argv, const char *suite) {
   printf("%s: backend %s, seed %llu (FUSEPORT_TEST_SEED=%llu reproduces)\n", suite, name,
          (unsigned long long)fp_env.seed, (unsigned long long)fp_env.seed);
   if (!fp_backend_compiled(fp_env.kind)) {
-    snprintf(fp_env.why, sizeof fp_env.why, "the %s backend is not compiled into this build",
-             name);
+    snprintf(fp_env.why, sizeof fp_env.why, "the %s backend is not compiled into this build", name);
     return 0;
   }
   if (fp_backend_device_count(fp_env.kind, NULL) == 0) {

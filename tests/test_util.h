@@ -44,7 +44,7 @@ int fp_test_exit_code(int failures);
   do {                                                                                             \
     fp_status fp_assert_st_ = (expr);                                                              \
     if (fp_assert_st_ != FP_OK)                                                                    \
-      fail_msg("%s -> %s: %s", #expr, fp_status_name(fp_assert_st_), fp_last_error());            \
+      fail_msg("%s -> %s: %s", #expr, fp_status_name(fp_assert_st_), fp_last_error());             \
   } while (0)
 
 /* Asserts a specific failure status and that its message mentions `needle`. */
@@ -52,7 +52,7 @@ int fp_test_exit_code(int failures);
   do {                                                                                             \
     fp_status fp_assert_st_ = (expr);                                                              \
     if (fp_assert_st_ != (status))                                                                 \
-      fail_msg("%s -> %s (wanted %s): %s", #expr, fp_status_name(fp_assert_st_),                  \
+      fail_msg("%s -> %s (wanted %s): %s", #expr, fp_status_name(fp_assert_st_),                   \
                fp_status_name(status), fp_last_error());                                           \
     if (strstr(fp_last_error(), (needle)) == NULL)                                                 \
       fail_msg("%s: message '%s' does not mention '%s'", #expr, fp_last_error(), (needle));        \

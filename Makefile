@@ -1,0 +1,60 @@
+# fuseport: the two commands of the README, and a few conveniences.
+#   make bench   set up (Debian packages when run as root), build, run a short
+#                default benchmark on the best backend present
+#   make test    set up, build (CUDA compiled when nvcc is present), run the
+#                tests, then the CPU and OpenCL tests again under
+#                AddressSanitizer + UBSan
+# Variables: BUILD (build dir), JOBS, BENCH_ARGS (extra `fuseport bench` flags).
+
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+BENCH_ARGS ?=
+CMAKE_ARGS ?=
+
+# Debian 12 packages fuseport builds and tests with (PoCL gives OpenCL on the
+# CPU when there is no GPU; CLBlast, cmocka and cJSON have CMake configs).
+DEB_PACKAGES = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-headers \
+               pocl-opencl-icd clinfo libclblast-dev libcmocka-dev libcjson-dev
+
+.PHONY: all deps configure build bench test test-plain test-asan format clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "deps: installing$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	else echo "deps: missing Debian packages:$$missing"; \
+	  echo "      run 'sudo make deps' or apt-get install them"; exit 1; fi
+
+configure: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+bench: build
+	./$(BUILD)/fuseport bench $(BENCH_ARGS)
+
+test: test-plain test-asan
+
+test-plain: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# CUDA is off here: its tests cannot run without a GPU, and the plain build
+# above already proves that it compiles.
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DFUSEPORT_SANITIZE=ON \
+	  -DFUSEPORT_CUDA=OFF $(CMAKE_ARGS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L 'cpu|opencl'
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cl')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
