@@ -1,11 +1,13 @@
 # Turns OpenCL C sources into a C header holding them as a char array, so the
 # fuseport binary carries its device code (CLBlast does the same with its
 # .opencl files). Run as a script:
-#   cmake -DOUTPUT=<header> -DNAME=<symbol> -DFILES="<a.h>;<b.cl>" -P embed_cl.cmake
-# The files are concatenated in order (the shared device header first).
-if(NOT OUTPUT OR NOT NAME OR NOT FILES)
-  message(FATAL_ERROR "embed_cl.cmake needs OUTPUT, NAME and FILES")
+#   cmake -DOUTPUT=<header.h> -DNAME=<symbol> -DHEADER=<common.h> -DSOURCE=<family.cl> \
+#         -P embed_cl.cmake
+# The shared device header goes first, then the family's source.
+if(NOT OUTPUT OR NOT NAME OR NOT HEADER OR NOT SOURCE)
+  message(FATAL_ERROR "embed_cl.cmake needs OUTPUT, NAME, HEADER and SOURCE")
 endif()
+set(FILES "${HEADER};${SOURCE}")
 set(body "")
 foreach(file IN LISTS FILES)
   file(READ "${file}" hex HEX)

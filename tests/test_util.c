@@ -24,13 +24,18 @@ int fp_test_env_open(int argc, char **argv, const char *suite) {
     snprintf(fp_env.why, sizeof fp_env.why, "the %s backend is not compiled into this build", name);
     return 0;
   }
-  if (fp_backend_device_count(fp_env.kind, NULL) == 0) {
+  /* On a machine with several OpenCL platforms (PoCL beside a GPU driver),
+   * FUSEPORT_OPENCL_PLATFORM picks one by name substring. */
+  const char *platform =
+      fp_env.kind == FP_BACKEND_OPENCL ? getenv("FUSEPORT_OPENCL_PLATFORM") : NULL;
+  if (fp_backend_device_count(fp_env.kind, platform) == 0) {
     snprintf(fp_env.why, sizeof fp_env.why, "no %s device on this machine", name);
     return 0;
   }
   fp_context_options opts;
   fp_context_options_init(&opts);
   opts.backend = fp_env.kind;
+  opts.platform = platform;
   if (fp_context_create(&opts, &fp_env.ctx) != FP_OK) {
     /* a device is present but will not open: that is a failure, not a skip */
     fprintf(stderr, "%s: cannot open the %s device: %s\n", suite, name, fp_last_error());

@@ -1,0 +1,245 @@
+/* fuseport OpenCL kernels, family elementwise: the fused elementwise
+ * operators. Semantics: kernels/kernels.def; the executable specification is
+ * kernels/cpu/elementwise.c; the scalar formulas come from the prepended
+ * fp_device_common.h, so every backend evaluates them in the same order.
+ */
+
+/* Grid-stride walk over the logical [M, N] index space, FP_ELEM_UNROLL
+ * elements per work-item per step, all loaded before any is stored (see
+ * prim.cl, where this is explained; OpenCL has no shared include). */
+#define FP_ELEM_UNROLL 4
+
+typedef struct fp_pos {
+  long i, j;
+} fp_pos;
+
+static fp_pos fp_pos_advance(fp_pos p, long N, long di, long dj) {
+  p.i += di;
+  p.j += dj;
+  if (p.j >= N) {
+    p.j -= N;
+    p.i += 1;
+  }
+  return p;
+}
+
+static int fp_walk_begin(long M, long N, fp_pos *pos, long *di, long *dj) {
+  const long first = (long)get_global_id(0);
+  const long step = (long)get_global_size(0);
+  if (first >= M * N)
+    return 0;
+  pos[0].i = first / N;
+  pos[0].j = first - pos[0].i * N;
+  const long si = step / N, sj = step - si * N;
+#pragma unroll
+  for (int u = 1; u < FP_ELEM_UNROLL; ++u)
+    pos[u] = fp_pos_advance(pos[u - 1], N, si, sj);
+  *di = (FP_ELEM_UNROLL * step) / N;
+  *dj = FP_ELEM_UNROLL * step - *di * N;
+  return 1;
+}
+
+static void fp_walk_next(fp_pos *pos, long N, long di, long dj) {
+#pragma unroll
+  for (int u = 0; u < FP_ELEM_UNROLL; ++u)
+    pos[u] = fp_pos_advance(pos[u], N, di, dj);
+}
+
+/* ---- pointwise_chain_fused ------------------------------------------------------- */
+
+/* Buffers come whole from clCreateBuffer, whose base is aligned far beyond 16
+ * bytes, so the float4 views are aligned: 16-byte accesses, FP_ELEM_UNROLL of
+ * them in flight per work-item, then a scalar tail for the last n % 4. */
+__kernel void pointwise_chain_fused(__global float *out, __global const float *x, long n) {
+  const long first = (long)get_global_id(0);
+  const long step = (long)get_global_size(0);
+  const long quads = n / 4;
+  __global const float4 *x4 = (__global const float4 *)x;
+  __global float4 *out4 = (__global float4 *)out;
+  for (long q = first; q < quads; q += FP_ELEM_UNROLL * step) {
+    float4 v[FP_ELEM_UNROLL];
+#pragma unroll
+    for (int u = 0; u < FP_ELEM_UNROLL; ++u)
+      v[u] = q + u * step < quads ? x4[q + u * step] : (float4)(0.0f);
+#pragma unroll
+    for (int u = 0; u < FP_ELEM_UNROLL; ++u)
+      if (q + u * step < quads)
+        out4[q + u * step] = (float4)(fp_pointwise_chain(v[u].x), fp_pointwise_chain(v[u].y),
+                                      fp_pointwise_chain(v[u].z), fp_pointwise_chain(v[u].w));
+  }
+  for (long i = quads * 4 + first; i < n; i += step)
+    out[i] = fp_pointwise_chain(x[i]);
+}
+
+/* ---- bias_gelu_fused -------------------------------------------------------------- */
+
+static float4 fp_gelu_tanh4(float4 v) {
+  return (float4)(fp_gelu_tanh(v.x), fp_gelu_tanh(v.y), fp_gelu_tanh(v.z), fp_gelu_tanh(v.w));
+}
+
+__kernel void bias_gelu_fused(__global float *out, __global const float *inp,
+                              __global const float *bias, long M, long N) {
+  fp_pos pos[FP_ELEM_UNROLL];
+  long di, dj;
+  if ((N & 3) == 0) {
+    /* Rows of whole quads: walk [M, N/4] with 16-byte accesses (aligned, see
+     * pointwise_chain_fused); the bias quads come from cache after the first
+     * row. */
+    const long NQ = N / 4;
+    __global const float4 *inp4 = (__global const float4 *)inp;
+    __global const float4 *bias4 = (__global const float4 *)bias;
+    __global float4 *out4 = (__global float4 *)out;
+    if (!fp_walk_begin(M, NQ, pos, &di, &dj))
+      return;
+    for (; pos[0].i < M; fp_walk_next(pos, NQ, di, dj)) {
+      float4 v[FP_ELEM_UNROLL];
+#pragma unroll
+      for (int u = 0; u < FP_ELEM_UNROLL; ++u)
+        v[u] = pos[u].i < M ? inp4[pos[u].i * NQ + pos[u].j] + bias4[pos[u].j] : (float4)(0.0f);
+#pragma unroll
+      for (int u = 0; u < FP_ELEM_UNROLL; ++u)
+        if (pos[u].i < M)
+          out4[pos[u].i * NQ + pos[u].j] = fp_gelu_tanh4(v[u]);
+    }
+    return;
+  }
+  if (!fp_walk_begin(M, N, pos, &di, &dj))
+    return;
+  for (; pos[0].i < M; fp_walk_next(pos, N, di, dj)) {
+    float v[FP_ELEM_UNROLL];
+#pragma unroll
+    for (int u = 0; u < FP_ELEM_UNROLL; ++u)
+      v[u] = pos[u].i < M ? inp[pos[u].i * N + pos[u].j] + bias[pos[u].j] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < FP_ELEM_UNROLL; ++u)
+      if (pos[u].i < M)
+        out[pos[u].i * N + pos[u].j] = fp_gelu_tanh(v[u]);
+  }
+}
+
+/* ---- bias_dropout_add_fused (ELEM, any strides) -------------------------------------- */
+
+__kernel void bias_dropout_add_fused(__global float *out, __global const float *inp,
+                                     __global const float *bias, __global const float *res, long M,
+                                     long N, long sb0, long sb1, long sr0, long sr1, long so0,
+                                     long so1, float p, float scale, long seed, int training) {
+  fp_pos pos[FP_ELEM_UNROLL];
+  long di, dj;
+  if (!fp_walk_begin(M, N, pos, &di, &dj))
+    return;
+  for (; pos[0].i < M; fp_walk_next(pos, N, di, dj)) {
+    float v[FP_ELEM_UNROLL], rv[FP_ELEM_UNROLL];
+#pragma unroll
+    for (int u = 0; u < FP_ELEM_UNROLL; ++u) {
+      const long i = pos[u].i, j = pos[u].j;
+      v[u] = i < M ? inp[i * N + j] + bias[i * sb0 + j * sb1] : 0.0f;
+      rv[u] = i < M ? res[i * sr0 + j * sr1] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < FP_ELEM_UNROLL; ++u) {
+      const long i = pos[u].i, j = pos[u].j;
+      if (i < M) {
+        float x = v[u];
+        if (training)
+          x = fp_dropout_keep((ulong)seed, (ulong)(i * N + j), p) ? x * scale : 0.0f;
+        out[i * so0 + j * so1] = rv[u] + x;
+      }
+    }
+  }
+}
+
+/* ---- bias_dropout_add_fused_t (TILE) ------------------------------------------------- */
+
+#define FP_TILE 32
+#define FP_TILE_BATCH 4 /* FP_TILE / 8, the rows of the TILE geometry */
+
+/* For a column-major output (so0 == 1) computed from a row-major inp. A
+ * 32x32 tile is handled in two phases through local memory:
+ *   phase 1, "row side": consecutive work-items (dimension 0) take
+ *     consecutive columns j, so the row-major inp is read coalesced;
+ *   phase 2, "column side": consecutive work-items take consecutive rows i,
+ *     so the column-major out is written coalesced.
+ * bias and res are each read in whichever phase suits their own strides: an
+ * operand whose column stride is 1 (row-major, or a broadcast [N] bias) on the
+ * row side, any other (column-major, a per-row [M] vector, a scalar) on the
+ * column side. The arithmetic order is the CPU's: (inp + bias), then dropout,
+ * then res + v.
+ * The tile rows are padded to 33 floats: the column-side reads tile[tx][c]
+ * then fall in 32 different banks instead of one.
+ * Groups loop over tiles with a group stride, so any grid is correct; the
+ * TILE geometry of kernels.def (local (32, 8), one group per tile) is the
+ * fast one. */
+__kernel void bias_dropout_add_fused_t(__global float *out, __global const float *inp,
+                                       __global const float *bias, __global const float *res,
+                                       long M, long N, long sb0, long sb1, long sr0, long sr1,
+                                       long so0, long so1, float p, float scale, long seed,
+                                       int training) {
+  __local float tile_v[FP_TILE][FP_TILE + 1];
+  __local float tile_res[FP_TILE][FP_TILE + 1];
+  const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
+  const int nx = (int)get_local_size(0), ny = (int)get_local_size(1);
+  const int bias_on_row_side = sb1 == 1;
+  const int res_on_row_side = sr1 == 1;
+  const long tiles_m = (M + FP_TILE - 1) / FP_TILE;
+  const long tiles_n = (N + FP_TILE - 1) / FP_TILE;
+  /* Each work-item moves FP_TILE_BATCH elements per batch, all loads first;
+   * with local (32, 8) a batch is the work-item's whole share of the tile. */
+  for (long tm = (long)get_group_id(1); tm < tiles_m; tm += (long)get_num_groups(1)) {
+    for (long tn = (long)get_group_id(0); tn < tiles_n; tn += (long)get_num_groups(0)) {
+      const long i0 = tm * FP_TILE, j0 = tn * FP_TILE;
+      /* phase 1, row side: column c = tx along dimension 0, rows r = ty + u*ny */
+      for (int c = tx; c < FP_TILE; c += nx) {
+        for (int r0 = ty; r0 < FP_TILE; r0 += FP_TILE_BATCH * ny) {
+          float v[FP_TILE_BATCH], rv[FP_TILE_BATCH];
+#pragma unroll
+          for (int u = 0; u < FP_TILE_BATCH; ++u) {
+            const int r = r0 + u * ny;
+            const long i = i0 + r, j = j0 + c;
+            const int inside = r < FP_TILE && i < M && j < N;
+            v[u] = inside ? inp[i * N + j] : 0.0f;
+            if (inside && bias_on_row_side)
+              v[u] += bias[i * sb0 + j * sb1];
+            rv[u] = inside && res_on_row_side ? res[i * sr0 + j * sr1] : 0.0f;
+          }
+#pragma unroll
+          for (int u = 0; u < FP_TILE_BATCH; ++u) {
+            const int r = r0 + u * ny;
+            if (r < FP_TILE) {
+              tile_v[r][c] = v[u];
+              tile_res[r][c] = rv[u];
+            }
+          }
+        }
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      /* phase 2, column side: row r = tx along dimension 0, columns c = ty + u*ny */
+      for (int r = tx; r < FP_TILE; r += nx) {
+        for (int c0 = ty; c0 < FP_TILE; c0 += FP_TILE_BATCH * ny) {
+          float v[FP_TILE_BATCH], rv[FP_TILE_BATCH];
+#pragma unroll
+          for (int u = 0; u < FP_TILE_BATCH; ++u) {
+            const int c = c0 + u * ny;
+            const long i = i0 + r, j = j0 + c;
+            const int inside = c < FP_TILE && i < M && j < N;
+            v[u] = inside ? tile_v[r][c] : 0.0f;
+            if (inside && !bias_on_row_side)
+              v[u] += bias[i * sb0 + j * sb1];
+            rv[u] = !inside ? 0.0f : res_on_row_side ? tile_res[r][c] : res[i * sr0 + j * sr1];
+          }
+#pragma unroll
+          for (int u = 0; u < FP_TILE_BATCH; ++u) {
+            const int c = c0 + u * ny;
+            const long i = i0 + r, j = j0 + c;
+            if (c < FP_TILE && i < M && j < N) {
+              float x = v[u];
+              if (training)
+                x = fp_dropout_keep((ulong)seed, (ulong)(i * N + j), p) ? x * scale : 0.0f;
+              out[i * so0 + j * so1] = rv[u] + x;
+            }
+          }
+        }
+      }
+      barrier(CLK_LOCAL_MEM_FENCE); /* the tile is rewritten for the next one */
+    }
+  }
+}

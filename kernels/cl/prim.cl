@@ -1,0 +1,261 @@
+/* fuseport OpenCL kernels, family prim: the random fill and the unfused
+ * building blocks. Semantics: kernels/kernels.def; the executable
+ * specification is kernels/cpu/prim.c. fp_device_common.h is prepended to
+ * this file when it is embedded (cmake/embed_cl.cmake), so it is not included.
+ *
+ * ELEM kernels are grid-stride loops over int64 indices. The 2-D ones walk
+ * (i, j) incrementally: two 64-bit divisions per work-item up front instead
+ * of one per element, which GPUs emulate in dozens of instructions.
+ */
+
+/* Largest work-group the backend launches (fp_device_info.max_group_size is
+ * capped at 1024); static local scratch is sized for it. */
+#define FP_MAX_GROUP 1024
+#define FP_PARTIALS 32 /* width of the second stage of a group reduction */
+
+/* A position (i, j) of a grid-stride walk over the logical [M, N] index space. */
+typedef struct fp_pos {
+  long i, j;
+} fp_pos;
+
+/* Moves p by a stride split into whole rows di and columns dj (dj < N). */
+static fp_pos fp_pos_advance(fp_pos p, long N, long di, long dj) {
+  p.i += di;
+  p.j += dj;
+  if (p.j >= N) {
+    p.j -= N;
+    p.i += 1;
+  }
+  return p;
+}
+
+/* Each work-item takes FP_ELEM_UNROLL elements per step: g, g+S, g+2S, g+3S
+ * (S the global size; consecutive work-items stay on consecutive elements, so
+ * each of the four accesses is coalesced), all loaded before any is stored.
+ * A compiler may not hoist a load above a store to a buffer that might alias
+ * it, so without this each work-item would have a single load in flight.
+ * Sets pos[0..3] and the (di, dj) of a step of 4S; 0 when this work-item has
+ * no element at all. */
+#define FP_ELEM_UNROLL 4
+
+static int fp_walk_begin(long M, long N, fp_pos *pos, long *di, long *dj) {
+  const long first = (long)get_global_id(0);
+  const long step = (long)get_global_size(0);
+  if (first >= M * N)
+    return 0;
+  pos[0].i = first / N;
+  pos[0].j = first - pos[0].i * N;
+  const long si = step / N, sj = step - si * N;
+#pragma unroll
+  for (int u = 1; u < FP_ELEM_UNROLL; ++u)
+    pos[u] = fp_pos_advance(pos[u - 1], N, si, sj);
+  *di = (FP_ELEM_UNROLL * step) / N;
+  *dj = FP_ELEM_UNROLL * step - *di * N;
+  return 1;
+}
+
+static void fp_walk_next(fp_pos *pos, long N, long di, long dj) {
+#pragma unroll
+  for (int u = 0; u < FP_ELEM_UNROLL; ++u)
+    pos[u] = fp_pos_advance(pos[u], N, di, dj);
+}
+
+/* ---- fill_uniform_f32 ------------------------------------------------------------ */
+
+__kernel void fill_uniform_f32(__global float *out, long n, long seed, int stream, float scale,
+                               int positive) {
+  const long step = (long)get_global_size(0);
+  for (long i = (long)get_global_id(0); i < n; i += step)
+    out[i] = fp_uniform_f32((ulong)seed, (uint)stream, (ulong)i, scale, positive);
+}
+
+/* ---- prim_unary -------------------------------------------------------------------- */
+
+static float fp_unary(int op, float a, float alpha, float beta) {
+  switch (op) {
+  case FP_UNARY_COPY:
+    return a;
+  case FP_UNARY_NEG:
+    return -a;
+  case FP_UNARY_EXP:
+    return exp(a);
+  case FP_UNARY_COS:
+    return cos(a);
+  case FP_UNARY_TANH:
+    return tanh(a);
+  case FP_UNARY_RSQRT:
+    return 1.0f / sqrt(a); /* the CPU's form, not rsqrt(), for the same rounding path */
+  case FP_UNARY_RELU:
+    return a > 0.0f ? a : (isnan(a) ? a : 0.0f);
+  case FP_UNARY_AFFINE:
+    return alpha * a + beta;
+  default:
+    return NAN;
+  }
+}
+
+__kernel void prim_unary(__global float *out, __global const float *a, int op, float alpha,
+                         float beta, long M, long N, long so0, long so1, long sa0, long sa1) {
+  fp_pos pos[FP_ELEM_UNROLL];
+  long di, dj;
+  if (!fp_walk_begin(M, N, pos, &di, &dj))
+    return;
+  for (; pos[0].i < M; fp_walk_next(pos, N, di, dj)) {
+    float v[FP_ELEM_UNROLL];
+#pragma unroll
+    for (int u = 0; u < FP_ELEM_UNROLL; ++u)
+      v[u] = pos[u].i < M ? a[pos[u].i * sa0 + pos[u].j * sa1] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < FP_ELEM_UNROLL; ++u)
+      if (pos[u].i < M)
+        out[pos[u].i * so0 + pos[u].j * so1] = fp_unary(op, v[u], alpha, beta);
+  }
+}
+
+/* ---- prim_binary ------------------------------------------------------------------- */
+
+static float fp_binary(int op, float a, float b) {
+  switch (op) {
+  case FP_BINARY_ADD:
+    return a + b;
+  case FP_BINARY_SUB:
+    return a - b;
+  case FP_BINARY_MUL:
+    return a * b;
+  case FP_BINARY_DIV:
+    return a / b;
+  case FP_BINARY_MAX:
+    return fp_maximum(a, b);
+  default:
+    return NAN;
+  }
+}
+
+__kernel void prim_binary(__global float *out, __global const float *a, __global const float *b,
+                          int op, long M, long N, long so0, long so1, long sa0, long sa1, long sb0,
+                          long sb1) {
+  fp_pos pos[FP_ELEM_UNROLL];
+  long di, dj;
+  if (!fp_walk_begin(M, N, pos, &di, &dj))
+    return;
+  for (; pos[0].i < M; fp_walk_next(pos, N, di, dj)) {
+    float va[FP_ELEM_UNROLL], vb[FP_ELEM_UNROLL];
+#pragma unroll
+    for (int u = 0; u < FP_ELEM_UNROLL; ++u) {
+      const long i = pos[u].i, j = pos[u].j;
+      va[u] = i < M ? a[i * sa0 + j * sa1] : 0.0f;
+      vb[u] = i < M ? b[i * sb0 + j * sb1] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < FP_ELEM_UNROLL; ++u)
+      if (pos[u].i < M)
+        out[pos[u].i * so0 + pos[u].j * so1] = fp_binary(op, va[u], vb[u]);
+  }
+}
+
+/* ---- prim_reduce_rows ------------------------------------------------------------------ */
+
+static float fp_reduce_combine(int op, float x, float y) {
+  return op == FP_REDUCE_SUM ? x + y : fp_maximum(x, y);
+}
+
+/* Width of the second stage: ~sqrt(L), so that both serial stages stay short
+ * (8 for L = 32, 32 for L = 1024). */
+static uint fp_partials_width(uint n) {
+  uint width = 1;
+  while (width * width < n && width < FP_PARTIALS)
+    width *= 2;
+  return min(width, n);
+}
+
+/* Reduces one value per work-item over the group in two barriers (see
+ * reduce.cl for the reasoning): slots[] take one value per work-item, the
+ * first ~sqrt(L) work-items fold strided shares into partials[], and every
+ * work-item folds the partials in the same order, so all receive the same
+ * result. Called by the whole group. */
+static float fp_group_reduce(int op, float v, __local float *slots, __local float *partials) {
+  const uint lid = get_local_id(0), n = get_local_size(0);
+  const uint width = fp_partials_width(n);
+  slots[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid < width) {
+    float p = slots[lid];
+    for (uint t = lid + width; t < n; t += width)
+      p = fp_reduce_combine(op, p, slots[t]);
+    partials[lid] = p;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float total = partials[0];
+  for (uint t = 1; t < width; ++t)
+    total = fp_reduce_combine(op, total, partials[t]);
+  return total;
+}
+
+/* ROWS: work-item t of the group combines elements t, t+L, ... of the row
+ * (consecutive work-items read consecutive elements when sa1 == 1), four
+ * independent accumulators keeping several loads in flight, in chunks of
+ * FP_CHUNK elements whose results are then combined: one float accumulator
+ * taking thousands of terms (a long row, a small group) would lose accuracy
+ * against the CPU's pairwise sums. Then the group combines the work-items'
+ * results. */
+#define FP_CHUNK 64
+
+__kernel void prim_reduce_rows(__global float *out, __global const float *a, int op, long M, long N,
+                               long sa0, long sa1) {
+  __local float slots[FP_MAX_GROUP], partials[FP_PARTIALS];
+  const long lid = (long)get_local_id(0);
+  const long L = (long)get_local_size(0);
+  const float identity = op == FP_REDUCE_SUM ? 0.0f : -INFINITY;
+  for (long row = (long)get_group_id(0); row < M; row += (long)get_num_groups(0)) {
+    __global const float *src = a + row * sa0;
+    float mine = identity;
+    long j = lid;
+    while (j < N) {
+      const long end = min(N, j + FP_CHUNK * L);
+      float acc0 = identity, acc1 = identity, acc2 = identity, acc3 = identity;
+      for (; j + 3 * L < end; j += 4 * L) {
+        const float x0 = src[j * sa1], x1 = src[(j + L) * sa1];
+        const float x2 = src[(j + 2 * L) * sa1], x3 = src[(j + 3 * L) * sa1];
+        acc0 = fp_reduce_combine(op, acc0, x0);
+        acc1 = fp_reduce_combine(op, acc1, x1);
+        acc2 = fp_reduce_combine(op, acc2, x2);
+        acc3 = fp_reduce_combine(op, acc3, x3);
+      }
+      for (; j < end; j += L)
+        acc0 = fp_reduce_combine(op, acc0, src[j * sa1]);
+      const float chunk = fp_reduce_combine(op, fp_reduce_combine(op, acc0, acc1),
+                                            fp_reduce_combine(op, acc2, acc3));
+      mine = fp_reduce_combine(op, mine, chunk);
+    }
+    const float total = fp_group_reduce(op, mine, slots, partials);
+    if (lid == 0)
+      out[row] = total;
+  }
+}
+
+/* ---- prim_dropout ----------------------------------------------------------------------- */
+
+__kernel void prim_dropout(__global float *out, __global const float *a, long M, long N, long so0,
+                           long so1, long sa0, long sa1, float p, float scale, long seed,
+                           int training) {
+  fp_pos pos[FP_ELEM_UNROLL];
+  long di, dj;
+  if (!fp_walk_begin(M, N, pos, &di, &dj))
+    return;
+  for (; pos[0].i < M; fp_walk_next(pos, N, di, dj)) {
+    float v[FP_ELEM_UNROLL];
+#pragma unroll
+    for (int u = 0; u < FP_ELEM_UNROLL; ++u)
+      v[u] = pos[u].i < M ? a[pos[u].i * sa0 + pos[u].j * sa1] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < FP_ELEM_UNROLL; ++u) {
+      const long i = pos[u].i, j = pos[u].j;
+      if (i < M) {
+        float x = v[u];
+        if (training)
+          x = fp_dropout_keep((ulong)seed, (ulong)(i * N + j), p) ? x * scale : 0.0f;
+        out[i * so0 + j * so1] = x;
+      }
+    }
+  }
+}
