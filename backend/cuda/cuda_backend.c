@@ -1,0 +1,637 @@
+/* fuseport CUDA backend: one device, one non-blocking stream.
+ *
+ * Buffers are cudaMalloc allocations; transfers, fills and copies are
+ * enqueued on the context's stream (host transfers then wait for it, being
+ * blocking by contract), events are CUDA events on that stream, and kernels
+ * are the __global__ functions of kernels/cu/<family>.cu, registered by
+ * kernel id (cuda_kernels.h) and launched with cudaLaunchKernel.
+ *
+ * Every CUDA call is checked; a failure becomes FP_ERR_OUT_OF_MEMORY for
+ * cudaErrorMemoryAllocation, FP_ERR_BACKEND otherwise, with the call and the
+ * runtime's error string and name in the message. Each entry point first
+ * makes the context's device current, so that contexts on several devices
+ * can be used from one thread.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "backend_impl.h"
+#include "cuda_kernels.h"
+
+/* The most arguments a kernel signature has (backend.c caps launches at 32). */
+#define CUDA_MAX_KERNEL_ARGS 32
+/* Dynamic shared memory a kernel gets without opting in. */
+#define CUDA_DEFAULT_DYNAMIC_SHARED (48u * 1024u)
+
+typedef struct cuda_state {
+  int device;
+  cudaStream_t stream;
+  const void *kernels[FPK_COUNT]; /* host stubs; NULL: not implemented */
+  fp_cuda_alternate alternates[FPK_COUNT];
+  bool family_loaded[FPF_COUNT];
+  double family_load_ms[FPF_COUNT];
+  int max_block_dim[3];
+  int max_grid_dim[3];
+} cuda_state;
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* Reports a failed runtime call described by fmt. The runtime's last-error
+ * slot is cleared, so that a later check does not pick up this error again
+ * (a sticky error, after which the device is unusable, stays anyway). */
+static fp_status cuda_fail(fp_context *ctx, cudaError_t err, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static fp_status cuda_fail(fp_context *ctx, cudaError_t err, const char *fmt, ...) {
+  char call[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(call, sizeof call, fmt, ap);
+  va_end(ap);
+  (void)cudaGetLastError();
+  fp_status status = err == cudaErrorMemoryAllocation ? FP_ERR_OUT_OF_MEMORY : FP_ERR_BACKEND;
+  return fp_ctx_error(ctx, status, "%s failed: %s (%s)", call, cudaGetErrorString(err),
+                      cudaGetErrorName(err));
+}
+
+static cuda_state *state_of(fp_context *ctx) { return (cuda_state *)ctx->impl; }
+
+static fp_status use_device(fp_context *ctx) {
+  const cuda_state *s = state_of(ctx);
+  cudaError_t err = cudaSetDevice(s->device);
+  return err == cudaSuccess ? FP_OK : cuda_fail(ctx, err, "cudaSetDevice(%d)", s->device);
+}
+
+/* For entry points that cannot report: make the device current and drop any
+ * error. */
+static void use_device_quietly(fp_context *ctx) {
+  if (cudaSetDevice(state_of(ctx)->device) != cudaSuccess)
+    (void)cudaGetLastError();
+}
+
+/* ---- devices and contexts -------------------------------------------------- */
+
+static int cuda_device_count(const char *platform) {
+  (void)platform; /* OpenCL only */
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) { /* no driver, no device, ... */
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+/* "13.0" from 13000. */
+static void format_cuda_version(char *dst, size_t len, const char *prefix, int version) {
+  snprintf(dst, len, "%s%d.%d", prefix, version / 1000, (version % 1000) / 10);
+}
+
+/* Picks the device opts asks for (index, name substring); on failure the
+ * message lists the devices there are. */
+static fp_status choose_device(fp_context *ctx, const fp_context_options *opts, int *device,
+                               struct cudaDeviceProp *prop) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return fp_ctx_error(ctx, FP_ERR_NOT_FOUND,
+                        "no CUDA device: cudaGetDeviceCount() failed: %s (%s)",
+                        cudaGetErrorString(err), cudaGetErrorName(err));
+  }
+  if (count <= 0)
+    return fp_ctx_error(ctx, FP_ERR_NOT_FOUND, "no CUDA device: cudaGetDeviceCount() found none");
+
+  char list[2048] = "";
+  size_t used = 0;
+  int chosen = -1;
+  for (int d = 0; d < count; ++d) {
+    struct cudaDeviceProp p;
+    err = cudaGetDeviceProperties(&p, d);
+    if (err != cudaSuccess)
+      return cuda_fail(ctx, err, "cudaGetDeviceProperties(device %d)", d);
+    if (used < sizeof list) {
+      int n = snprintf(list + used, sizeof list - used, "%s%d: %s (sm_%d%d)", d > 0 ? ", " : "", d,
+                       p.name, p.major, p.minor);
+      used += n > 0 ? (size_t)n : 0;
+    }
+    bool index_ok = opts->device_index < 0 || opts->device_index == d;
+    bool name_ok = opts->device_name == NULL || strstr(p.name, opts->device_name) != NULL;
+    if (chosen < 0 && index_ok && name_ok) {
+      chosen = d;
+      *prop = p;
+    }
+  }
+  if (chosen >= 0) {
+    *device = chosen;
+    return FP_OK;
+  }
+  if (opts->device_index >= count)
+    return fp_ctx_error(ctx, FP_ERR_NOT_FOUND,
+                        "CUDA device index %d does not exist; the devices are %s",
+                        opts->device_index, list);
+  if (opts->device_index >= 0)
+    return fp_ctx_error(ctx, FP_ERR_NOT_FOUND,
+                        "CUDA device %d does not match the name '%s'; the devices are %s",
+                        opts->device_index, opts->device_name, list);
+  return fp_ctx_error(ctx, FP_ERR_NOT_FOUND,
+                      "no CUDA device matches the name '%s'; the devices are %s", opts->device_name,
+                      list);
+}
+
+static void fill_device_info(fp_device_info *info, const struct cudaDeviceProp *prop,
+                             int driver_version, int runtime_version) {
+  fp_copy_string(info->name, sizeof info->name, prop->name);
+  fp_copy_string(info->vendor, sizeof info->vendor, "NVIDIA");
+  format_cuda_version(info->driver_version, sizeof info->driver_version, "", driver_version);
+  format_cuda_version(info->platform, sizeof info->platform, "CUDA runtime ", runtime_version);
+  snprintf(info->api_version, sizeof info->api_version, "sm_%d%d", prop->major, prop->minor);
+  info->global_mem_bytes = (uint64_t)prop->totalGlobalMem;
+  info->l2_cache_bytes = prop->l2CacheSize > 0 ? (uint64_t)prop->l2CacheSize : 0;
+  info->local_mem_bytes = (uint64_t)prop->sharedMemPerBlock;
+  info->max_group_size = (uint32_t)prop->maxThreadsPerBlock;
+  info->subgroup_width = prop->warpSize > 0 ? (uint32_t)prop->warpSize : 1;
+  info->compute_units = (uint32_t)prop->multiProcessorCount;
+  info->cc_major = (uint32_t)prop->major;
+  info->cc_minor = (uint32_t)prop->minor;
+}
+
+static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
+  int device = 0;
+  struct cudaDeviceProp prop;
+  fp_status st = choose_device(ctx, opts, &device, &prop);
+  if (st != FP_OK)
+    return st;
+
+  cuda_state *s = calloc(1, sizeof *s);
+  if (s == NULL)
+    return fp_ctx_error(ctx, FP_ERR_OUT_OF_MEMORY, "cuda backend: host allocation failed");
+  s->device = device;
+  for (int d = 0; d < 3; ++d) {
+    s->max_block_dim[d] = prop.maxThreadsDim[d];
+    s->max_grid_dim[d] = prop.maxGridSize[d];
+  }
+
+  int driver_version = 0, runtime_version = 0;
+  cudaError_t err = cudaSetDevice(device);
+  if (err != cudaSuccess) {
+    st = cuda_fail(ctx, err, "cudaSetDevice(%d)", device);
+    goto fail;
+  }
+  /* Creates the device's primary context now, so that the first timed
+   * operation does not pay for it. */
+  err = cudaFree(NULL);
+  if (err != cudaSuccess) {
+    st = cuda_fail(ctx, err, "cudaFree(NULL) (context creation on device %d)", device);
+    goto fail;
+  }
+  err = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+  if (err != cudaSuccess) {
+    s->stream = NULL;
+    st = cuda_fail(ctx, err, "cudaStreamCreateWithFlags(cudaStreamNonBlocking)");
+    goto fail;
+  }
+  err = cudaDriverGetVersion(&driver_version);
+  if (err != cudaSuccess) {
+    st = cuda_fail(ctx, err, "cudaDriverGetVersion()");
+    goto fail;
+  }
+  err = cudaRuntimeGetVersion(&runtime_version);
+  if (err != cudaSuccess) {
+    st = cuda_fail(ctx, err, "cudaRuntimeGetVersion()");
+    goto fail;
+  }
+  fill_device_info(&ctx->info, &prop, driver_version, runtime_version);
+  ctx->device_mem_limit = ctx->info.global_mem_bytes;
+
+#define FP_KERNEL_FAMILY(family)                                                                   \
+  fp_cuda_register_##family(s->kernels);                                                           \
+  fp_cuda_register_alternates_##family(s->alternates);
+#include "kernels.def"
+#undef FP_KERNEL_FAMILY
+  for (int k = 0; k < FPK_COUNT; ++k) {
+    if (fp_kernel_required((fp_kernel_id)k) && s->kernels[k] == NULL) {
+      st = fp_ctx_error(ctx, FP_ERR_INTERNAL, "cuda backend: required kernel '%s' is missing",
+                        fp_kernel_name((fp_kernel_id)k));
+      goto fail;
+    }
+  }
+  ctx->impl = s;
+  return FP_OK;
+
+fail:
+  if (s->stream != NULL && cudaStreamDestroy(s->stream) != cudaSuccess)
+    (void)cudaGetLastError();
+  free(s);
+  return st;
+}
+
+static void cuda_shutdown(fp_context *ctx) {
+  cuda_state *s = state_of(ctx);
+  if (s == NULL)
+    return;
+  use_device_quietly(ctx);
+  /* Work still queued finishes first; errors cannot be reported any more. */
+  if (cudaStreamSynchronize(s->stream) != cudaSuccess)
+    (void)cudaGetLastError();
+  if (cudaStreamDestroy(s->stream) != cudaSuccess)
+    (void)cudaGetLastError();
+  free(s);
+  ctx->impl = NULL;
+}
+
+/* ---- buffers -------------------------------------------------------------- */
+
+static fp_status cuda_alloc(fp_context *ctx, uint64_t bytes, void **handle) {
+  fp_status st = use_device(ctx);
+  if (st != FP_OK)
+    return st;
+  void *ptr = NULL;
+  cudaError_t err = cudaMalloc(&ptr, (size_t)bytes);
+  if (err != cudaSuccess)
+    return cuda_fail(ctx, err, "cudaMalloc(%llu bytes) on '%s'", (unsigned long long)bytes,
+                     ctx->info.name);
+  *handle = ptr;
+  return FP_OK;
+}
+
+static void cuda_release(fp_context *ctx, void *handle) {
+  use_device_quietly(ctx);
+  /* cudaFree waits for the device, so queued work using the buffer is done. */
+  if (cudaFree(handle) != cudaSuccess)
+    (void)cudaGetLastError();
+}
+
+static fp_status cuda_write(fp_context *ctx, void *handle, uint64_t offset, const void *src,
+                            uint64_t bytes) {
+  cuda_state *s = state_of(ctx);
+  fp_status st = use_device(ctx);
+  if (st != FP_OK)
+    return st;
+  cudaError_t err = cudaMemcpyAsync((char *)handle + offset, src, (size_t)bytes,
+                                    cudaMemcpyHostToDevice, s->stream);
+  if (err != cudaSuccess)
+    return cuda_fail(ctx, err, "cudaMemcpyAsync(host to device, %llu bytes)",
+                     (unsigned long long)bytes);
+  err = cudaStreamSynchronize(s->stream);
+  if (err != cudaSuccess)
+    return cuda_fail(ctx, err, "cudaStreamSynchronize() after a host-to-device copy");
+  return FP_OK;
+}
+
+static fp_status cuda_read(fp_context *ctx, void *handle, uint64_t offset, void *dst,
+                           uint64_t bytes) {
+  cuda_state *s = state_of(ctx);
+  fp_status st = use_device(ctx);
+  if (st != FP_OK)
+    return st;
+  cudaError_t err = cudaMemcpyAsync(dst, (const char *)handle + offset, (size_t)bytes,
+                                    cudaMemcpyDeviceToHost, s->stream);
+  if (err != cudaSuccess)
+    return cuda_fail(ctx, err, "cudaMemcpyAsync(device to host, %llu bytes)",
+                     (unsigned long long)bytes);
+  err = cudaStreamSynchronize(s->stream);
+  if (err != cudaSuccess)
+    return cuda_fail(ctx, err, "cudaStreamSynchronize() after a device-to-host copy");
+  return FP_OK;
+}
+
+static fp_status cuda_fill(fp_context *ctx, void *handle, uint64_t offset, uint64_t bytes,
+                           const void *pattern, size_t pattern_size) {
+  cuda_state *s = state_of(ctx);
+  fp_status st = use_device(ctx);
+  if (st != FP_OK)
+    return st;
+  char *dst = (char *)handle + offset;
+  cudaError_t err;
+  if (pattern_size == 1) {
+    err = cudaMemsetAsync(dst, *(const unsigned char *)pattern, (size_t)bytes, s->stream);
+    if (err != cudaSuccess)
+      return cuda_fail(ctx, err, "cudaMemsetAsync(%llu bytes)", (unsigned long long)bytes);
+    return FP_OK;
+  }
+  err = fp_cuda_fill_pattern(dst, bytes, pattern, pattern_size, s->stream);
+  if (err != cudaSuccess)
+    return cuda_fail(ctx, err, "launch of the fill kernel (%zu-byte pattern, %llu bytes)",
+                     pattern_size, (unsigned long long)bytes);
+  return FP_OK;
+}
+
+static fp_status cuda_copy(fp_context *ctx, void *dst, uint64_t dst_offset, void *src,
+                           uint64_t src_offset, uint64_t bytes) {
+  cuda_state *s = state_of(ctx);
+  fp_status st = use_device(ctx);
+  if (st != FP_OK)
+    return st;
+  cudaError_t err = cudaMemcpyAsync((char *)dst + dst_offset, (const char *)src + src_offset,
+                                    (size_t)bytes, cudaMemcpyDeviceToDevice, s->stream);
+  if (err != cudaSuccess)
+    return cuda_fail(ctx, err, "cudaMemcpyAsync(device to device, %llu bytes)",
+                     (unsigned long long)bytes);
+  return FP_OK;
+}
+
+/* ---- queue and events ------------------------------------------------------- */
+
+static fp_status cuda_finish(fp_context *ctx) {
+  fp_status st = use_device(ctx);
+  if (st != FP_OK)
+    return st;
+  cudaError_t err = cudaStreamSynchronize(state_of(ctx)->stream);
+  return err == cudaSuccess ? FP_OK : cuda_fail(ctx, err, "cudaStreamSynchronize()");
+}
+
+static fp_status cuda_event_create(fp_context *ctx, void **event) {
+  fp_status st = use_device(ctx);
+  if (st != FP_OK)
+    return st;
+  cudaEvent_t ev = NULL;
+  cudaError_t err = cudaEventCreateWithFlags(&ev, cudaEventDefault); /* timing enabled */
+  if (err != cudaSuccess)
+    return cuda_fail(ctx, err, "cudaEventCreateWithFlags(cudaEventDefault)");
+  *event = ev;
+  return FP_OK;
+}
+
+static void cuda_event_destroy(fp_context *ctx, void *event) {
+  use_device_quietly(ctx);
+  if (cudaEventDestroy((cudaEvent_t)event) != cudaSuccess)
+    (void)cudaGetLastError();
+}
+
+static fp_status cuda_event_record(fp_context *ctx, void *event) {
+  fp_status st = use_device(ctx);
+  if (st != FP_OK)
+    return st;
+  cudaError_t err = cudaEventRecord((cudaEvent_t)event, state_of(ctx)->stream);
+  return err == cudaSuccess ? FP_OK : cuda_fail(ctx, err, "cudaEventRecord()");
+}
+
+static fp_status cuda_event_synchronize(fp_context *ctx, void *event) {
+  fp_status st = use_device(ctx);
+  if (st != FP_OK)
+    return st;
+  cudaError_t err = cudaEventSynchronize((cudaEvent_t)event);
+  return err == cudaSuccess ? FP_OK : cuda_fail(ctx, err, "cudaEventSynchronize()");
+}
+
+static fp_status cuda_event_elapsed_ms(fp_context *ctx, void *start, void *end, double *ms) {
+  fp_status st = use_device(ctx);
+  if (st != FP_OK)
+    return st;
+  cudaError_t err = cudaEventSynchronize((cudaEvent_t)start);
+  if (err != cudaSuccess)
+    return cuda_fail(ctx, err, "cudaEventSynchronize() of the start event");
+  err = cudaEventSynchronize((cudaEvent_t)end);
+  if (err != cudaSuccess)
+    return cuda_fail(ctx, err, "cudaEventSynchronize() of the end event");
+  float elapsed = 0.0f;
+  err = cudaEventElapsedTime(&elapsed, (cudaEvent_t)start, (cudaEvent_t)end);
+  if (err != cudaSuccess)
+    return cuda_fail(ctx, err, "cudaEventElapsedTime()");
+  *ms = (double)elapsed;
+  return FP_OK;
+}
+
+/* ---- kernels -------------------------------------------------------------- */
+
+static bool cuda_kernel_available(fp_context *ctx, fp_kernel_id id) {
+  return state_of(ctx)->kernels[id] != NULL;
+}
+
+/* Asks for a kernel's attributes, which makes the runtime load its module
+ * (CUDA loads modules lazily). */
+static fp_status load_kernel(fp_context *ctx, const void *fn, const char *name, const char *build) {
+  struct cudaFuncAttributes attr;
+  cudaError_t err = cudaFuncGetAttributes(&attr, fn);
+  if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
+    (void)cudaGetLastError();
+    return fp_ctx_error(ctx, FP_ERR_BACKEND,
+                        "cudaFuncGetAttributes(%s%s) failed: %s (%s): this build has no code "
+                        "for %s; reconfigure with -DCMAKE_CUDA_ARCHITECTURES=%u%u",
+                        name, build, cudaGetErrorString(err), cudaGetErrorName(err),
+                        ctx->info.api_version, ctx->info.cc_major, ctx->info.cc_minor);
+  }
+  if (err != cudaSuccess)
+    return cuda_fail(ctx, err, "cudaFuncGetAttributes(%s%s)", name, build);
+  return FP_OK;
+}
+
+/* The first call for a family loads each of its kernels (and their
+ * alternate builds); the time that took is the family's "compile" time. */
+static fp_status cuda_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *compile_ms) {
+  cuda_state *s = state_of(ctx);
+  fp_kernel_family family = fp_kernel_family_of(id);
+  if (!s->family_loaded[family]) {
+    fp_status st = use_device(ctx);
+    if (st != FP_OK)
+      return st;
+    double start = now_ms();
+    for (int k = 0; k < FPK_COUNT; ++k) {
+      if (fp_kernel_family_of((fp_kernel_id)k) != family || s->kernels[k] == NULL)
+        continue;
+      const char *name = fp_kernel_name((fp_kernel_id)k);
+      st = load_kernel(ctx, s->kernels[k], name, "");
+      if (st == FP_OK && s->alternates[k].kernel != NULL)
+        st = load_kernel(ctx, s->alternates[k].kernel, name, ", long-row build");
+      if (st != FP_OK)
+        return st;
+    }
+    s->family_load_ms[family] = now_ms() - start;
+    s->family_loaded[family] = true;
+  }
+  *compile_ms = s->family_load_ms[family];
+  return FP_OK;
+}
+
+/* The geometry conventions of kernels.def the kernels are written for. */
+typedef enum cuda_geometry {
+  GEOMETRY_ELEM,
+  GEOMETRY_ROWS,
+  GEOMETRY_TILE,
+  GEOMETRY_UNCHECKED
+} cuda_geometry;
+
+static cuda_geometry kernel_geometry(fp_kernel_id id) {
+  switch (id) {
+  case FPK_fill_uniform_f32:
+  case FPK_prim_unary:
+  case FPK_prim_binary:
+  case FPK_prim_dropout:
+  case FPK_pointwise_chain_fused:
+  case FPK_bias_gelu_fused:
+  case FPK_bias_dropout_add_fused:
+    return GEOMETRY_ELEM;
+  case FPK_prim_reduce_rows:
+  case FPK_softmax_fused:
+  case FPK_double_softmax_fused:
+  case FPK_softmax_backward_fused:
+  case FPK_layernorm_fused:
+  case FPK_norm_chain_fused:
+  case FPK_hreduce_pointwise_fused:
+  case FPK_hreduce_reduce_fused:
+    return GEOMETRY_ROWS;
+  case FPK_bias_dropout_add_fused_t:
+    return GEOMETRY_TILE;
+  default:
+    return GEOMETRY_UNCHECKED;
+  }
+}
+
+/* Whether dimensions from `first` on are absent or a single item. */
+static bool trivial_from(const fp_ndrange *nd, uint32_t first) {
+  for (uint32_t d = first; d < nd->dims; ++d)
+    if (nd->global[d] != 1 || nd->local[d] != 1)
+      return false;
+  return true;
+}
+
+/* A launch outside a kernel's convention would compute garbage (a ROWS
+ * kernel's block reduction needs whole warps, the tile kernel is written for
+ * 32x8 blocks, a second dimension would run an ELEM kernel twice): refuse it
+ * with a clear message instead. */
+static fp_status check_geometry(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd) {
+  const char *name = fp_kernel_name(id);
+  switch (kernel_geometry(id)) {
+  case GEOMETRY_ELEM:
+    if (!trivial_from(nd, 1))
+      return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                          "launch of '%s': an ELEM kernel takes a 1-D range", name);
+    break;
+  case GEOMETRY_ROWS: {
+    uint32_t L = nd->local[0];
+    if (!trivial_from(nd, 1))
+      return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                          "launch of '%s': a ROWS kernel takes a 1-D range", name);
+    if (L < 32 || L > 1024 || (L & (L - 1)) != 0)
+      return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                          "launch of '%s': a ROWS kernel needs a local size that is a power of "
+                          "two in [32, 1024], not %u",
+                          name, L);
+    break;
+  }
+  case GEOMETRY_TILE:
+    if (nd->dims < 2 || nd->local[0] != 32 || nd->local[1] != 8 || !trivial_from(nd, 2))
+      return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                          "launch of '%s': a TILE kernel takes a 2-D range with local size "
+                          "(32, 8)",
+                          name);
+    break;
+  case GEOMETRY_UNCHECKED:
+    break;
+  }
+  return FP_OK;
+}
+
+static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd,
+                             const fp_karg *args, int nargs) {
+  cuda_state *s = state_of(ctx);
+  const char *name = fp_kernel_name(id);
+
+  unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
+  for (uint32_t d = 0; d < nd->dims; ++d) {
+    uint64_t groups = nd->global[d] / nd->local[d];
+    if (groups > (uint64_t)s->max_grid_dim[d])
+      return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                          "launch of '%s': %llu groups in dimension %u exceed the CUDA grid "
+                          "limit of %d",
+                          name, (unsigned long long)groups, d, s->max_grid_dim[d]);
+    if (nd->local[d] > (uint32_t)s->max_block_dim[d])
+      return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                          "launch of '%s': local size %u in dimension %u exceeds the CUDA block "
+                          "limit of %d",
+                          name, nd->local[d], d, s->max_block_dim[d]);
+    grid[d] = (unsigned)groups;
+    block[d] = nd->local[d];
+  }
+  fp_status st = check_geometry(ctx, id, nd);
+  if (st != FP_OK)
+    return st;
+  const void *fn = s->kernels[id];
+  const fp_cuda_alternate *alt = &s->alternates[id];
+  const bool alternate = alt->kernel != NULL && alt->wanted != NULL && alt->wanted(args, nd);
+  if (alternate)
+    fn = alt->kernel;
+
+  /* cudaLaunchKernel takes a pointer to each parameter's value; the union
+   * member of each kind starts at the union's address and has the size of
+   * the kernel's parameter (pointer, int, unsigned, long long, float). */
+  if (nargs > CUDA_MAX_KERNEL_ARGS)
+    return fp_ctx_error(ctx, FP_ERR_INTERNAL, "launch of '%s': %d arguments (at most %d)", name,
+                        nargs, CUDA_MAX_KERNEL_ARGS);
+  fp_karg values[CUDA_MAX_KERNEL_ARGS];
+  void *params[CUDA_MAX_KERNEL_ARGS];
+  int nparams = 0;
+  size_t shared_bytes = 0;
+  for (int a = 0; a < nargs; ++a) {
+    if (args[a].kind == FP_ARG_LOCAL) {
+      shared_bytes = (size_t)args[a].v.local_bytes;
+      continue;
+    }
+    values[nparams] = args[a];
+    params[nparams] = &values[nparams].v;
+    ++nparams;
+  }
+
+  st = use_device(ctx);
+  if (st != FP_OK)
+    return st;
+  cudaError_t err;
+  if (shared_bytes > CUDA_DEFAULT_DYNAMIC_SHARED) {
+    err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared_bytes);
+    if (err != cudaSuccess)
+      return cuda_fail(ctx, err, "cudaFuncSetAttribute(%s, max dynamic shared memory %zu bytes)",
+                       name, shared_bytes);
+  }
+  dim3 grid_dim, block_dim;
+  grid_dim.x = grid[0];
+  grid_dim.y = grid[1];
+  grid_dim.z = grid[2];
+  block_dim.x = block[0];
+  block_dim.y = block[1];
+  block_dim.z = block[2];
+  err = cudaLaunchKernel(fn, grid_dim, block_dim, params, shared_bytes, s->stream);
+  if (err == cudaSuccess)
+    err = cudaGetLastError();
+  if (err != cudaSuccess)
+    return cuda_fail(ctx, err,
+                     "cudaLaunchKernel(%s%s, grid %ux%ux%u, block %ux%ux%u, %zu bytes of "
+                     "shared memory)",
+                     name, alternate ? " (long-row build)" : "", grid[0], grid[1], grid[2],
+                     block[0], block[1], block[2], shared_bytes);
+  return FP_OK;
+}
+
+const fp_backend_ops fp_cuda_backend_ops = {
+    .kind = FP_BACKEND_CUDA,
+    .device_count = cuda_device_count,
+    .init = cuda_init,
+    .shutdown = cuda_shutdown,
+    .alloc = cuda_alloc,
+    .release = cuda_release,
+    .write = cuda_write,
+    .read = cuda_read,
+    .fill = cuda_fill,
+    .copy = cuda_copy,
+    .finish = cuda_finish,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .event_synchronize = cuda_event_synchronize,
+    .event_elapsed_ms = cuda_event_elapsed_ms,
+    .kernel_available = cuda_kernel_available,
+    .kernel_prepare = cuda_kernel_prepare,
+    .launch = cuda_launch,
+};

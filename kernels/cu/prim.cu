@@ -1,0 +1,291 @@
+/* fuseport CUDA kernels, family prim: the random fill and the primitives the
+ * unfused recipes are built from, plus the backend's pattern fill.
+ * Semantics: kernels/kernels.def; reference: kernels/cpu/prim.c.
+ *
+ * The elementwise primitives take any strides (0 broadcasts) and pick their
+ * schedule from them (fpcu::elem_map_2d): contiguous operands go 1-D with
+ * 16-byte accesses, row broadcasts (a bias, a per-row value) with 16-byte
+ * accesses along rows, anything else element by element. The op code is a
+ * template parameter, dispatched once per launch.
+ */
+#include <string.h>
+
+#include "cuda/cuda_kernels.h"
+
+using namespace fpcu;
+
+namespace {
+
+template <int OP> __device__ __forceinline__ float unary_op(float a, float alpha, float beta) {
+  if constexpr (OP == FP_UNARY_COPY) {
+    return a;
+  } else if constexpr (OP == FP_UNARY_NEG) {
+    return -a;
+  } else if constexpr (OP == FP_UNARY_EXP) {
+    return expf(a);
+  } else if constexpr (OP == FP_UNARY_COS) {
+    return cosf(a);
+  } else if constexpr (OP == FP_UNARY_TANH) {
+    return tanhf(a);
+  } else if constexpr (OP == FP_UNARY_RSQRT) {
+    return 1.0f / sqrtf(a); /* IEEE sqrt and division, as on the CPU (not rsqrtf) */
+  } else if constexpr (OP == FP_UNARY_RELU) {
+    return a > 0.0f ? a : (a != a ? a : 0.0f); /* NaN stays NaN */
+  } else if constexpr (OP == FP_UNARY_AFFINE) {
+    return __fmul_rn(alpha, a) + beta; /* no FMA contraction: the CPU rounds twice too */
+  } else {
+    return CUDART_NAN_F; /* unknown op code, as on the CPU */
+  }
+}
+
+template <int OP> __device__ __forceinline__ float binary_op(float a, float b) {
+  if constexpr (OP == FP_BINARY_ADD) {
+    return a + b;
+  } else if constexpr (OP == FP_BINARY_SUB) {
+    return a - b;
+  } else if constexpr (OP == FP_BINARY_MUL) {
+    return a * b;
+  } else if constexpr (OP == FP_BINARY_DIV) {
+    return a / b;
+  } else if constexpr (OP == FP_BINARY_MAX) {
+    return fp_maximum(a, b);
+  } else {
+    return CUDART_NAN_F;
+  }
+}
+
+template <int OP>
+__device__ __forceinline__ void prim_unary_run(float *out, long long so0, long long so1,
+                                               const View2D (&in)[1], long long M, long long N,
+                                               float alpha, float beta) {
+  elem_map_2d<4>(out, so0, so1, in, M, N,
+                 [=](const float(&a)[1], long long) { return unary_op<OP>(a[0], alpha, beta); });
+}
+
+template <int OP>
+__device__ __forceinline__ void prim_binary_run(float *out, long long so0, long long so1,
+                                                const View2D (&in)[2], long long M, long long N) {
+  /* two items in flight: four would spill the row-vec schedule's 64-bit indices */
+  elem_map_2d<2>(out, so0, so1, in, M, N,
+                 [](const float(&a)[2], long long) { return binary_op<OP>(a[0], a[1]); });
+}
+
+/* One row reduction per group; op is SumOp or MaxOp. */
+template <class Op>
+__device__ __forceinline__ void reduce_rows_run(float *out, const float *a, long long M,
+                                                long long N, long long sa0, long long sa1,
+                                                float identity, Op op, float *scratch) {
+  for (long long row = blockIdx.x; row < M; row += gridDim.x) {
+    const float *a_row = a + row * sa0;
+    float acc = identity;
+    if (sa1 == 1) {
+      const RowSplit s = row_split(a_row, N);
+      const float *body = a_row + s.head;
+      row_stream<4>(
+          s, [&](long long j) { acc = op(acc, __ldg(a_row + j)); },
+          [&](long long v) { return ldg4(body + 4 * v); },
+          [&](long long, float4 x) { acc = op(acc, op(op(x.x, x.y), op(x.z, x.w))); });
+    } else { /* strided (or broadcast) rows: 32-bit loads */
+      strided_unrolled<4>(
+          threadIdx.x, N, blockDim.x, [&](long long j) { return __ldg(a_row + j * sa1); },
+          [&](long long, float v) { acc = op(acc, v); });
+    }
+    acc = block_allreduce(acc, identity, op, scratch);
+    if (threadIdx.x == 0)
+      out[row] = acc;
+  }
+}
+
+/* Backend fill: `unit` bytes (2, 4, 8 or 16) of `pattern` (the pattern
+ * repeated to 16 bytes) at dst + u*unit. */
+__device__ __forceinline__ void store_unit(unsigned char *p, uint4 pattern, unsigned unit) {
+  switch (unit) {
+  case 2:
+    *reinterpret_cast<unsigned short *>(p) = (unsigned short)(pattern.x & 0xffffu);
+    break;
+  case 4:
+    *reinterpret_cast<unsigned *>(p) = pattern.x;
+    break;
+  case 8:
+    *reinterpret_cast<uint2 *>(p) = make_uint2(pattern.x, pattern.y);
+    break;
+  default:
+    *reinterpret_cast<uint4 *>(p) = pattern;
+    break;
+  }
+}
+
+} // namespace
+
+/* ---- kernels ----------------------------------------------------------------- */
+
+/* fill_uniform_f32(out, n, seed, stream, scale, positive)            ELEM
+ * out[i] = fp_uniform_f32(seed, stream, i, scale, positive): the same
+ * function as on the host, so bit-identical (a 24-bit integer times powers
+ * of two; no addition for FMA contraction to change). */
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    fill_uniform_f32(float *out, long long n, long long seed, int stream, float scale,
+                     int positive) {
+  const fp_u64 key = (fp_u64)seed;
+  const fp_u32 stream_id = (fp_u32)stream;
+  const auto value = [=](long long i) {
+    return fp_uniform_f32(key, stream_id, (fp_u64)i, scale, positive);
+  };
+  elem_flat<2>(
+      n, aligned16(out),
+      [&](long long v) {
+        const long long e = 4 * v;
+        return make_float4(value(e), value(e + 1), value(e + 2), value(e + 3));
+      },
+      [&](long long v, float4 x) { st4(out + 4 * v, x); }, [&](long long e) { return value(e); },
+      [&](long long e, float x) { out[e] = x; });
+}
+
+/* prim_unary(out, a, op, alpha, beta, M, N, so0, so1, sa0, sa1)      ELEM */
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    prim_unary(float *out, const float *a, int op, float alpha, float beta, long long M,
+               long long N, long long so0, long long so1, long long sa0, long long sa1) {
+  const View2D in[1] = {{a, sa0, sa1}};
+  switch (op) {
+  case FP_UNARY_COPY:
+    prim_unary_run<FP_UNARY_COPY>(out, so0, so1, in, M, N, alpha, beta);
+    break;
+  case FP_UNARY_NEG:
+    prim_unary_run<FP_UNARY_NEG>(out, so0, so1, in, M, N, alpha, beta);
+    break;
+  case FP_UNARY_EXP:
+    prim_unary_run<FP_UNARY_EXP>(out, so0, so1, in, M, N, alpha, beta);
+    break;
+  case FP_UNARY_COS:
+    prim_unary_run<FP_UNARY_COS>(out, so0, so1, in, M, N, alpha, beta);
+    break;
+  case FP_UNARY_TANH:
+    prim_unary_run<FP_UNARY_TANH>(out, so0, so1, in, M, N, alpha, beta);
+    break;
+  case FP_UNARY_RSQRT:
+    prim_unary_run<FP_UNARY_RSQRT>(out, so0, so1, in, M, N, alpha, beta);
+    break;
+  case FP_UNARY_RELU:
+    prim_unary_run<FP_UNARY_RELU>(out, so0, so1, in, M, N, alpha, beta);
+    break;
+  case FP_UNARY_AFFINE:
+    prim_unary_run<FP_UNARY_AFFINE>(out, so0, so1, in, M, N, alpha, beta);
+    break;
+  default:
+    prim_unary_run<-1>(out, so0, so1, in, M, N, alpha, beta);
+    break;
+  }
+}
+
+/* prim_binary(out, a, b, op, M, N, so0, so1, sa0, sa1, sb0, sb1)      ELEM */
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    prim_binary(float *out, const float *a, const float *b, int op, long long M, long long N,
+                long long so0, long long so1, long long sa0, long long sa1, long long sb0,
+                long long sb1) {
+  const View2D in[2] = {{a, sa0, sa1}, {b, sb0, sb1}};
+  switch (op) {
+  case FP_BINARY_ADD:
+    prim_binary_run<FP_BINARY_ADD>(out, so0, so1, in, M, N);
+    break;
+  case FP_BINARY_SUB:
+    prim_binary_run<FP_BINARY_SUB>(out, so0, so1, in, M, N);
+    break;
+  case FP_BINARY_MUL:
+    prim_binary_run<FP_BINARY_MUL>(out, so0, so1, in, M, N);
+    break;
+  case FP_BINARY_DIV:
+    prim_binary_run<FP_BINARY_DIV>(out, so0, so1, in, M, N);
+    break;
+  case FP_BINARY_MAX:
+    prim_binary_run<FP_BINARY_MAX>(out, so0, so1, in, M, N);
+    break;
+  default:
+    prim_binary_run<-1>(out, so0, so1, in, M, N);
+    break;
+  }
+}
+
+/* prim_reduce_rows(out, a, op, M, N, sa0, sa1)                        ROWS
+ * out[i] = sum or max (NaN-propagating) of row i; op != SUM means MAX, as on
+ * the CPU. */
+static __global__ void __maxnreg__(40) /* 32 spills on sm_80/86 */
+    prim_reduce_rows(float *out, const float *a, int op, long long M, long long N, long long sa0,
+                     long long sa1) {
+  __shared__ float scratch[33];
+  if (op == FP_REDUCE_SUM)
+    reduce_rows_run(out, a, M, N, sa0, sa1, 0.0f, SumOp(), scratch);
+  else
+    reduce_rows_run(out, a, M, N, sa0, sa1, -CUDART_INF_F, MaxOp(), scratch);
+}
+
+/* prim_dropout(out, a, M, N, so0, so1, sa0, sa1, p, scale, seed, training) ELEM */
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    prim_dropout(float *out, const float *a, long long M, long long N, long long so0, long long so1,
+                 long long sa0, long long sa1, float p, float scale, long long seed, int training) {
+  const View2D in[1] = {{a, sa0, sa1}};
+  if (training) /* two items in flight: Philox keeps the thread busy meanwhile */
+    elem_map_2d<2>(out, so0, so1, in, M, N, [=](const float(&x)[1], long long e) {
+      return dropout_apply(x[0], seed, e, p, scale);
+    });
+  else
+    elem_map_2d<2>(out, so0, so1, in, M, N, [](const float(&x)[1], long long) { return x[0]; });
+}
+
+/* Backend fill of `bytes` at dst (both multiples of unit; dst aligned to
+ * unit): units up to the first 16-byte boundary, 16-byte stores, units
+ * after the last. The 16-byte pattern stays in phase at every 16-byte
+ * boundary because that boundary is a whole number of units past dst. */
+static __global__ void __launch_bounds__(256)
+    fill_pattern(unsigned char *dst, unsigned long long bytes, uint4 pattern, unsigned unit) {
+  const unsigned long long misalign = reinterpret_cast<uintptr_t>(dst) & 15u;
+  unsigned long long head = misalign != 0 ? 16 - misalign : 0;
+  if (head > bytes)
+    head = bytes;
+  const unsigned long long nvec = (bytes - head) >> 4;
+  const unsigned long long tail = head + (nvec << 4);
+  const long long first = grid_thread_index(), step = grid_thread_count();
+  for (unsigned long long off = (unsigned long long)first * unit; off < head;
+       off += (unsigned long long)step * unit)
+    store_unit(dst + off, pattern, unit);
+  uint4 *body = reinterpret_cast<uint4 *>(dst + head);
+  for (long long v = first; v < (long long)nvec; v += step)
+    body[v] = pattern;
+  for (unsigned long long off = tail + (unsigned long long)first * unit; off < bytes;
+       off += (unsigned long long)step * unit)
+    store_unit(dst + off, pattern, unit);
+}
+
+extern "C" cudaError_t fp_cuda_fill_pattern(void *dst, uint64_t bytes, const void *pattern,
+                                            size_t pattern_size, cudaStream_t stream) {
+  if (pattern_size != 2 && pattern_size != 4 && pattern_size != 8 && pattern_size != 16)
+    return cudaErrorInvalidValue;
+  if (reinterpret_cast<uintptr_t>(dst) % pattern_size != 0 || bytes % pattern_size != 0)
+    return cudaErrorInvalidValue;
+  if (bytes == 0)
+    return cudaSuccess;
+  unsigned char repeated[16];
+  for (int k = 0; k < 16; ++k)
+    repeated[k] = static_cast<const unsigned char *>(pattern)[k % pattern_size];
+  uint4 pattern16;
+  memcpy(&pattern16, repeated, sizeof pattern16);
+  const unsigned threads = 256;
+  const uint64_t max_blocks = 8192; /* grid-stride beyond 2M threads */
+  uint64_t blocks = (bytes / 16 + threads) / threads;
+  if (blocks > max_blocks)
+    blocks = max_blocks;
+  fill_pattern<<<(unsigned)blocks, threads, 0, stream>>>(static_cast<unsigned char *>(dst), bytes,
+                                                         pattern16, (unsigned)pattern_size);
+  return cudaGetLastError();
+}
+
+extern "C" void fp_cuda_register_prim(const void *table[FPK_COUNT]) {
+  table[FPK_fill_uniform_f32] = reinterpret_cast<const void *>(&fill_uniform_f32);
+  table[FPK_prim_unary] = reinterpret_cast<const void *>(&prim_unary);
+  table[FPK_prim_binary] = reinterpret_cast<const void *>(&prim_binary);
+  table[FPK_prim_reduce_rows] = reinterpret_cast<const void *>(&prim_reduce_rows);
+  table[FPK_prim_dropout] = reinterpret_cast<const void *>(&prim_dropout);
+}
+
+extern "C" void fp_cuda_register_alternates_prim(fp_cuda_alternate table[FPK_COUNT]) {
+  (void)table; /* one build per kernel */
+}
