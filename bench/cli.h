@@ -39,8 +39,20 @@ bool fp_cli_parse_shapes(const char *option, const char *text, int64_t (*shapes)
 /* Splits a comma list of op names ("all" for every op) into ops; false on an
  * unknown name (message printed). */
 bool fp_cli_parse_ops(const char *text, const fp_op **ops, int max, int *count);
+/* Parses a real number in [min, max]; prints a usage error naming the option
+ * and returns false otherwise. */
+bool fp_cli_parse_f64(const char *option, const char *text, double min, double max, double *out);
+/* Parses a comma list of integers >= 1 ("128,256,512") into up to max
+ * values; false (message printed) on error. */
+bool fp_cli_parse_dims(const char *option, const char *text, int64_t *dims, int max, int *count);
 
 int fp_cmd_list(int argc, char **argv);
 int fp_cmd_check(int argc, char **argv);
+/* The benchmark's subcommands (cli_bench.c, cli_compare.c, cli_merge.c,
+ * cli_report.c). */
+int fp_cmd_bench(int argc, char **argv);
+int fp_cmd_compare(int argc, char **argv);
+int fp_cmd_merge(int argc, char **argv);
+int fp_cmd_report(int argc, char **argv);
 
 #endif

@@ -29,6 +29,43 @@ bool fp_cli_parse_i64(const char *option, const char *text, int64_t min, int64_t
   return true;
 }
 
+bool fp_cli_parse_f64(const char *option, const char *text, double min, double max, double *out) {
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (end == text || *end != '\0' || errno != 0 || !(v >= min && v <= max)) {
+    fprintf(stderr, "fuseport: %s '%s' is not a number in [%g, %g]\n", option, text, min, max);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+bool fp_cli_parse_dims(const char *option, const char *text, int64_t *dims, int max, int *count) {
+  *count = 0;
+  const char *s = text;
+  while (*s != '\0') {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || (*end != ',' && *end != '\0') || errno != 0 || v < 1 ||
+        (*end == ',' && end[1] == '\0'))
+      break;
+    if (*count >= max) {
+      fprintf(stderr, "fuseport: %s lists more than %d values\n", option, max);
+      return false;
+    }
+    dims[(*count)++] = v;
+    s = *end == ',' ? end + 1 : end;
+    if (*s == '\0')
+      return true;
+  }
+  fprintf(stderr,
+          "fuseport: %s '%s' is not a comma list of integers >= 1 (example: 128,1024,65536)\n",
+          option, text);
+  return false;
+}
+
 bool fp_cli_parse_shapes(const char *option, const char *text, int64_t (*shapes)[2], int max,
                          int *count) {
   *count = 0;
@@ -193,8 +230,7 @@ int fp_cmd_list(int argc, char **argv) {
     char variants[128] = "";
     for (int v = 0; v < op->n_variants; ++v) {
       size_t used = strlen(variants);
-      snprintf(variants + used, sizeof variants - used, "%s%s", v ? "," : "",
-               op->variants[v].name);
+      snprintf(variants + used, sizeof variants - used, "%s%s", v ? "," : "", op->variants[v].name);
     }
     fp_problem p;
     fp_problem_init(&p, op);

@@ -15,11 +15,19 @@ static const char usage[] =
     "commands:\n"
     "  list     the operators, their variants and the backends present\n"
     "  check    run every op x variant on a backend against the float64 reference\n"
+    "  bench    sweep ops x variants x shapes: time, bandwidth, memory, accuracy\n"
+    "  compare  ratio grids of two bench result files, geometric mean per op\n"
+    "  merge    join the result files of a sharded bench sweep\n"
+    "  report   heatmaps of a bench result file (self-contained HTML, or SVGs)\n"
     "  help     this text; `fuseport <command> --help` explains a command\n"
     "\n"
     "examples:\n"
     "  fuseport list\n"
     "  fuseport check --backend opencl --op softmax,layernorm\n"
+    "  fuseport bench                                  # a quick default sweep\n"
+    "  fuseport bench --backend cuda --shapes seed --out cuda.json\n"
+    "  fuseport compare opencl.json cuda.json\n"
+    "  fuseport report cuda.json --html cuda.html\n"
     "\n"
     "exit status: 0 success, 1 a check or run failed, 2 bad usage\n";
 
@@ -41,6 +49,14 @@ int main(int argc, char **argv) {
     return fp_cmd_list(argc - 1, argv + 1);
   if (strcmp(cmd, "check") == 0)
     return fp_cmd_check(argc - 1, argv + 1);
+  if (strcmp(cmd, "bench") == 0)
+    return fp_cmd_bench(argc - 1, argv + 1);
+  if (strcmp(cmd, "compare") == 0)
+    return fp_cmd_compare(argc - 1, argv + 1);
+  if (strcmp(cmd, "merge") == 0)
+    return fp_cmd_merge(argc - 1, argv + 1);
+  if (strcmp(cmd, "report") == 0)
+    return fp_cmd_report(argc - 1, argv + 1);
   fprintf(stderr, "fuseport: unknown command '%s'\n\n%s", cmd, usage);
   return FP_EXIT_USAGE;
 }

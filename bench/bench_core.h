@@ -1,0 +1,197 @@
+/* fuseport benchmark core: the sweep engine behind `fuseport bench`.
+ *
+ * Backend-agnostic: it talks to a device only through the backend layer
+ * (backend.h) and to operators only through the registry (op.h), so every
+ * op runs on every backend the same way.
+ *
+ * A sweep is a list of groups in a canonical order -- op (in the order of the
+ * selection), then shape, then parameter combination -- and each group runs
+ * every selected variant on the same inputs:
+ *
+ *   allocate and fill the inputs once (seeded, never zeros)
+ *   compute the float64 reference once (sampled rows for large cells)
+ *   for each variant:
+ *     build its kernels (compile_ms, outside timing); create the plan
+ *     (footprint = the layer's bytes for the intermediates)
+ *     poison the outputs, run once counting launches, check against the
+ *     reference
+ *     warm up, then time repetitions with device events, the last-level
+ *     cache flushed (a buffer of >= 2x L2 written) before each one
+ *   free everything
+ *
+ * A cell that runs out of memory is recorded "oom", any other failure
+ * "error" with its message, a wrong result "fail" (still timed); the sweep
+ * goes on. Nothing here exits or prints: statuses come back to the caller,
+ * which also owns checkpointing (after every group) and signals.
+ */
+#ifndef FUSEPORT_BENCH_CORE_H
+#define FUSEPORT_BENCH_CORE_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "op.h"
+#include "results.h"
+
+#define FP_BENCH_MAX_OPS 64
+#define FP_BENCH_MAX_SHAPES 1024
+#define FP_BENCH_MAX_PARAMS 16
+#define FP_BENCH_MAX_COMBOS 256
+
+/* Timing defaults (see fp_bench_rep_count). */
+#define FP_BENCH_DEFAULT_WARMUP_MS 10.0
+#define FP_BENCH_DEFAULT_REP_MS 40.0
+#define FP_BENCH_MIN_REPS 5
+#define FP_BENCH_MAX_REPS 10000
+#define FP_BENCH_DEFAULT_SEED 20230814u
+/* Reference check budget: output+input elements the sampled rows may touch. */
+#define FP_BENCH_DEFAULT_SAMPLE_ELEMS (1 << 20)
+
+/* What to sweep and how to time it. Everything here is recorded in the
+ * results file's meta.options and must match for --resume and merge. */
+typedef struct fp_bench_spec {
+  const fp_op *ops[FP_BENCH_MAX_OPS];
+  int n_ops;
+  char variants[FP_MAX_VARIANTS][32]; /* in output order */
+  int n_variants;
+  int64_t shapes[FP_BENCH_MAX_SHAPES][2]; /* (dim0, dim1) */
+  int n_shapes;
+  /* --param NAME=V1[,V2...]: applies to the selected ops that have NAME; a
+   * list sweeps the values (every combination of the lists) */
+  struct {
+    char name[64];
+    char values[256];
+  } params[FP_BENCH_MAX_PARAMS];
+  int n_params;
+  uint64_t seed;
+  int64_t reps;     /* > 0: exactly this many timed repetitions */
+  double rep_ms;    /* reps == 0: repeat for about this long (flushes included) */
+  double warmup_ms; /* untimed runs before the timed ones */
+  int64_t min_reps, max_reps;
+  int64_t sample_elems; /* reference budget per cell (0: check every row) */
+  /* cache flush buffer; 0: fp_bench_flush_bytes of the device's reported
+   * last-level cache (set it where a driver reports the cache wrong) */
+  uint64_t flush_bytes;
+  int shard_index, shard_count; /* shard_count <= 1: the whole sweep */
+} fp_bench_spec;
+
+/* Defaults: every op, fused and unfused, no shapes (the caller adds them). */
+void fp_bench_spec_init(fp_bench_spec *s);
+/* Checks the spec as a whole (variants the ops lack, params no op has or
+ * values that do not parse, shard out of range...). */
+fp_status fp_bench_spec_validate(const fp_bench_spec *s);
+
+/* The spec as meta.options and back. `with_shard` false leaves the shard
+ * out (merge compares shards on everything else). */
+cJSON *fp_bench_spec_to_json(const fp_bench_spec *s, bool with_shard);
+fp_status fp_bench_spec_from_json(const cJSON *options, fp_bench_spec *s);
+
+/* ---- the sweep as groups ----------------------------------------------------------- */
+
+typedef struct fp_bench_group {
+  int index; /* canonical position among every group of the sweep (all shards) */
+  int op_index, shape_index, combo_index;
+  fp_problem problem;
+  char params[256];       /* cell.params of the group's cells */
+  fp_status setup_status; /* the problem could not be set (shape out of the op's range) */
+  char setup_error[512];
+} fp_bench_group;
+
+typedef struct fp_bench_plan {
+  fp_bench_group *groups; /* canonical order, all shards */
+  int n_groups;
+} fp_bench_plan;
+
+fp_status fp_bench_plan_build(const fp_bench_spec *s, fp_bench_plan *plan);
+void fp_bench_plan_free(fp_bench_plan *plan);
+/* Whether group g belongs to the spec's shard: g.index % count == index
+ * (round robin, so every shard gets a share of the large shapes). */
+bool fp_bench_in_shard(const fp_bench_spec *s, const fp_bench_group *g);
+/* Number of cells the shard of the spec has. */
+int fp_bench_cell_count(const fp_bench_spec *s, const fp_bench_plan *plan);
+/* Canonical rank of a cell in the plan (group index * variants + variant
+ * index), or -1 when the cell is not part of the sweep. */
+int64_t fp_bench_cell_rank(const fp_bench_spec *s, const fp_bench_plan *plan, const fp_cell *c);
+/* Sorts r's cells into canonical order; FP_ERR_INVALID_ARGUMENT (naming the
+ * first one) when a cell is not part of the sweep. */
+fp_status fp_bench_sort_cells(const fp_bench_spec *s, const fp_bench_plan *plan, fp_results *r);
+
+/* ---- timing pieces (pure, tested) -------------------------------------------------------- */
+
+typedef struct fp_bench_stats {
+  double median, min, max;
+} fp_bench_stats;
+
+/* Median (mean of the middle two for an even count), min and max of n >= 1
+ * samples; the samples are not modified. */
+fp_status fp_bench_stats_of(const double *samples, int n, fp_bench_stats *out);
+/* Flush buffer size: at least twice the last-level cache and at least 8 MiB,
+ * a multiple of 4 KiB. */
+uint64_t fp_bench_flush_bytes(uint64_t l2_cache_bytes);
+/* Timed repetitions for a variant whose one run takes exec_ms and one flush
+ * flush_ms: spec->reps when set, else rep_ms / (exec_ms + flush_ms) clamped
+ * to [min_reps, max_reps]. */
+int64_t fp_bench_rep_count(const fp_bench_spec *s, double exec_ms, double flush_ms);
+/* Untimed warm-up runs: warmup_ms / exec_ms, at most max_reps (0 if warmup_ms is 0). */
+int64_t fp_bench_warmup_count(const fp_bench_spec *s, double exec_ms);
+/* The flush buffer a run of s on dev uses: s->flush_bytes, else the rule. */
+uint64_t fp_bench_run_flush_bytes(const fp_bench_spec *s, const fp_device_info *dev);
+
+/* ---- running ------------------------------------------------------------------------------ */
+
+/* Device-to-device copy bandwidth in GB/s (read + written bytes over time)
+ * of fp_buffer_copy on a large buffer, median of several repetitions. */
+fp_status fp_bench_copy_bandwidth(fp_context *ctx, double *gbps);
+
+/* Fills r's meta for a fresh run on ctx (device, versions, date, host,
+ * options); copy_gbps is left for the caller. */
+fp_status fp_bench_meta_init(fp_context *ctx, const fp_bench_spec *s, fp_results *r);
+
+typedef struct fp_bench_hooks {
+  /* Checked between repetitions: when it becomes nonzero the running group
+   * is abandoned (none of its cells recorded) and the sweep stops. */
+  volatile sig_atomic_t *stop;
+  /* Test hook: stop as if interrupted after this many groups ran (0: never). */
+  int stop_after_groups;
+  /* After every cell (progress): cells done in this shard (resumed ones
+   * included) and its total. */
+  void (*on_cell)(void *user, const fp_cell *cell, int done, int total);
+  /* After every group, with r in canonical order: the caller writes it. A
+   * failure stops the sweep and is returned. */
+  fp_status (*on_group)(void *user, fp_results *r);
+  /* Before every group, with r->meta.running set to it: the caller writes r,
+   * so that a file left by a process that dies inside the group says so. */
+  fp_status (*on_group_start)(void *user, fp_results *r);
+  void *user;
+} fp_bench_hooks;
+
+typedef struct fp_bench_summary {
+  int total;   /* cells in this shard */
+  int resumed; /* already in r at the start */
+  int ran;     /* recorded by this call */
+  int count[FP_CELL_STATUS_COUNT];
+  bool interrupted;
+  /* cells recorded as error without running: the file said an earlier run
+   * died inside their group (meta.running) */
+  int died;
+  uint64_t leaked_bytes; /* device bytes not freed after a group (should be 0) */
+} fp_bench_summary;
+
+/* Runs every cell of the spec's shard that r does not hold yet, adding the
+ * new cells to r (kept in canonical order). When r->meta.running names a
+ * group (the file of a run that died inside it), that group's missing cells
+ * are recorded as error instead of run again, so a sweep that hangs or
+ * crashes on one cell still completes across resumed runs. r's meta must be set, and its
+ * copy_gbps is used for bw_frac. Returns FP_OK when the sweep ran (whatever
+ * the cells' statuses) or was interrupted; an error only for a failure of
+ * the run itself (the flush buffer does not fit, a checkpoint cannot be
+ * written). */
+fp_status fp_bench_run(fp_context *ctx, const fp_bench_spec *s, fp_results *r,
+                       const fp_bench_hooks *hooks, fp_bench_summary *sum);
+
+/* Counts r's cells by status into sum->count (the rest of sum untouched). */
+void fp_bench_count(const fp_results *r, fp_bench_summary *sum);
+
+#endif

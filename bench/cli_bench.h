@@ -1,0 +1,61 @@
+/* fuseport bench: the command-line side of the benchmark core (option
+ * parsing, resume checks, the text tables), split out so the tests can call
+ * each piece in-process. */
+#ifndef FUSEPORT_CLI_BENCH_H
+#define FUSEPORT_CLI_BENCH_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "bench_core.h"
+#include "cli.h"
+#include "results.h"
+
+typedef enum fp_out_format { FP_FORMAT_TABLE = 0, FP_FORMAT_CSV, FP_FORMAT_JSON } fp_out_format;
+
+/* Which sweep options the command line set explicitly (for --resume). */
+enum {
+  FP_GIVEN_OPS = 1 << 0,
+  FP_GIVEN_VARIANTS = 1 << 1,
+  FP_GIVEN_SHAPES = 1 << 2,
+  FP_GIVEN_PARAMS = 1 << 3,
+  FP_GIVEN_SEED = 1 << 4,
+  FP_GIVEN_REPS = 1 << 5, /* --reps or --rep-ms */
+  FP_GIVEN_WARMUP = 1 << 6,
+  FP_GIVEN_SAMPLE = 1 << 7,
+  FP_GIVEN_SHARD = 1 << 8,
+  FP_GIVEN_FLUSH = 1 << 9
+};
+
+typedef struct fp_bench_cli {
+  fp_cli_target target;
+  fp_bench_spec spec;
+  unsigned given;
+  fp_out_format format;
+  const char *out;    /* NULL: stdout only */
+  const char *resume; /* NULL: a fresh run */
+  bool quiet;
+  bool retry_errors;    /* --resume: run the error cells (and a group a run died in) again */
+  char backend_buf[16]; /* the backend taken from a --resume file */
+} fp_bench_cli;
+
+/* The default shapes of `fuseport bench` (a quick run): dim0 x dim1. */
+extern const int64_t fp_bench_default_dim0[2], fp_bench_default_dim1[2];
+
+/* Parses `bench` arguments (argv[0] is "bench"). Returns FP_EXIT_OK,
+ * FP_EXIT_USAGE after printing a message that names the bad flag or value,
+ * or -1 when --help was printed. */
+int fp_bench_parse_args(int argc, char **argv, fp_bench_cli *cli);
+
+/* --resume: takes the sweep options the command line did not set from the
+ * file's meta.options and checks that those it did set, the backend and the
+ * device agree with the file. On a mismatch returns false after printing
+ * what differs. */
+bool fp_bench_resume_spec(fp_bench_cli *cli, const fp_results *file, const char *path);
+bool fp_bench_resume_device(const fp_results *file, const char *path, fp_context *ctx);
+
+/* The per-op grids: relative performance (unfused/fused %), the fused
+ * median time (us) and its bandwidth fraction; then any failed cells. */
+void fp_bench_print_table(FILE *f, const fp_results *r);
+
+#endif

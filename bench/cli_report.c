@@ -1,0 +1,409 @@
+/* fuseport report: heatmaps of a bench result file, as one self-contained
+ * HTML file (inline CSS and SVG: no script, no network) or one SVG per op. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli_bench.h"
+
+static const char report_usage[] =
+    "usage: fuseport report RESULTS.json (--html OUT.html | --svg DIR) [--title TEXT]\n"
+    "\n"
+    "Draws, for each op (and parameter set) of a bench result file, the heatmap of\n"
+    "its relative performance -- unfused median / fused median, in % -- on a\n"
+    "diverging scale centred at 100% (log scale, 25%..400%: red where fusion\n"
+    "loses, blue where it wins), with the value in each cell; OOM cells grey,\n"
+    "FAIL/ERR cells dark; then the fused variant's bandwidth as a fraction of the\n"
+    "device's copy bandwidth (white..green, 0..100%). Hovering a cell shows both\n"
+    "times. With one variant only, its time grid is drawn instead.\n"
+    "\n"
+    "options:\n"
+    "  --html FILE    one HTML file with the run's meta data and every heatmap;\n"
+    "                 opens in any browser, offline\n"
+    "  --svg DIR      one SVG per op in DIR (created if missing): DIR/<op>.svg\n"
+    "  --title TEXT   heading of the HTML page (default: from the meta data)\n"
+    "\n"
+    "examples:\n"
+    "  fuseport report cuda.json --html cuda.html\n"
+    "  fuseport report cuda.json --svg figures/\n"
+    "\n"
+    "exit status: 0 written, 1 the file cannot be read or written, 2 bad usage\n";
+
+/* ---- colours ------------------------------------------------------------------------ */
+
+typedef struct rgb {
+  double r, g, b;
+} rgb;
+
+static rgb mix(rgb a, rgb b, double t) {
+  rgb c = {a.r + (b.r - a.r) * t, a.g + (b.g - a.g) * t, a.b + (b.b - a.b) * t};
+  return c;
+}
+
+static const rgb white = {247, 247, 247};
+static const rgb red = {178, 24, 43};
+static const rgb blue = {33, 102, 172};
+static const rgb green = {27, 120, 55};
+
+/* Relative performance (%) on the diverging scale: log2(pct/100) over
+ * [-2, 2] (25%..400%), red below 100%, blue above. *t in [-1, 1]. */
+static rgb relperf_colour(double pct, double *t) {
+  double x = log2(pct / 100.0) / 2.0;
+  x = x < -1 ? -1 : x > 1 ? 1 : x;
+  *t = x;
+  return x < 0 ? mix(white, red, -x) : mix(white, blue, x);
+}
+
+static rgb fraction_colour(double frac, double *t) {
+  double x = frac < 0 ? 0 : frac > 1 ? 1 : frac;
+  *t = x;
+  return mix(white, green, x);
+}
+
+/* ---- SVG -------------------------------------------------------------------------------- */
+
+static void xml_escaped(FILE *f, const char *s) {
+  for (; *s != '\0'; ++s) {
+    switch (*s) {
+    case '&':
+      fputs("&amp;", f);
+      break;
+    case '<':
+      fputs("&lt;", f);
+      break;
+    case '>':
+      fputs("&gt;", f);
+      break;
+    case '"':
+      fputs("&quot;", f);
+      break;
+    default:
+      fputc(*s, f);
+    }
+  }
+}
+
+enum { CELL_W = 66, CELL_H = 26, LEFT = 70, PANEL_TOP = 44, TITLE_H = 30 };
+
+typedef enum { PANEL_RELPERF, PANEL_BW, PANEL_TIME } panel_kind;
+
+static int panel_height(const fp_grid *g) { return PANEL_TOP + g->n0 * CELL_H + 56; }
+static int svg_width(const fp_grid *g) {
+  int w = LEFT + g->n1 * CELL_W + 20;
+  return w < 460 ? 460 : w;
+}
+
+static void svg_cell(FILE *f, int x, int y, const char *fill, const char *text,
+                     const char *text_fill, const char *tooltip) {
+  fprintf(f, "<g><title>");
+  xml_escaped(f, tooltip);
+  fprintf(f,
+          "</title><rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" "
+          "stroke=\"#ffffff\"/>",
+          x, y, CELL_W, CELL_H, fill);
+  fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"%s\" text-anchor=\"middle\">%s</text></g>\n",
+          x + CELL_W / 2, y + CELL_H / 2 + 4, text_fill, text);
+}
+
+static void fmt_rgb(rgb c, char *buf, size_t len) {
+  snprintf(buf, len, "rgb(%d,%d,%d)", (int)lround(c.r), (int)lround(c.g), (int)lround(c.b));
+}
+
+/* One panel (a titled grid) at vertical offset y0. */
+static void svg_panel(FILE *f, const fp_results *r, const fp_grid *g, panel_kind kind,
+                      const char *variant, int y0) {
+  const char *title = kind == PANEL_RELPERF ? "relative performance: unfused / fused median "
+                                              "(>100%: fusion wins)"
+                      : kind == PANEL_BW    ? "bandwidth, % of the device copy"
+                                            : "median time (us)";
+  fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"h\">", 4, y0 + 16);
+  if (kind != PANEL_RELPERF) {
+    xml_escaped(f, variant);
+    fputc(' ', f);
+  }
+  xml_escaped(f, title);
+  fprintf(f, "</text>\n");
+  int top = y0 + PANEL_TOP;
+  fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"ax\">dim0 \\ dim1</text>\n", 4, top - 8);
+  for (int j = 0; j < g->n1; ++j)
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"ax\">%lld</text>\n",
+            LEFT + j * CELL_W + CELL_W / 2, top - 8, (long long)g->dim1[j]);
+  for (int i = 0; i < g->n0; ++i) {
+    int y = top + i * CELL_H;
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" class=\"ax\">%lld</text>\n", LEFT - 6,
+            y + CELL_H / 2 + 4, (long long)g->dim0[i]);
+    for (int j = 0; j < g->n1; ++j) {
+      int x = LEFT + j * CELL_W;
+      const fp_cell *fu = fp_grid_cell(r, g, g->dim0[i], g->dim1[j], "fused");
+      const fp_cell *un = fp_grid_cell(r, g, g->dim0[i], g->dim1[j], "unfused");
+      const fp_cell *c = fp_grid_cell(r, g, g->dim0[i], g->dim1[j], variant);
+      char tip[512], text[64], fill[32];
+      snprintf(tip, sizeof tip, "%s %lldx%lld", g->op, (long long)g->dim0[i],
+               (long long)g->dim1[j]);
+      const fp_cell *both[2] = {fu, un};
+      for (int k = 0; k < 2; ++k) {
+        const fp_cell *x2 = both[k];
+        if (x2 == NULL)
+          continue;
+        size_t used = strlen(tip);
+        if (x2->status == FP_CELL_OK || (x2->status == FP_CELL_FAIL && isfinite(x2->median_us)))
+          snprintf(tip + used, sizeof tip - used, "\n%s: %.3f us (%s)", x2->variant, x2->median_us,
+                   fp_cell_status_name(x2->status));
+        else
+          snprintf(tip + used, sizeof tip - used, "\n%s: %s %.200s", x2->variant,
+                   fp_cell_status_name(x2->status), x2->message);
+      }
+      double value = NAN, t = 0;
+      const char *mark = NULL;
+      rgb colour = white;
+      if (kind == PANEL_RELPERF) {
+        if (fp_relperf(fu, un, &value, &mark)) {
+          colour = relperf_colour(value, &t);
+          snprintf(text, sizeof text, "%.0f%%", value);
+        }
+      } else {
+        mark = fp_cell_mark(c);
+        if (mark == NULL && kind == PANEL_BW && isfinite(c->bw_frac)) {
+          colour = fraction_colour(c->bw_frac, &t);
+          snprintf(text, sizeof text, "%.0f%%", 100 * c->bw_frac);
+        } else if (mark == NULL && kind == PANEL_TIME && isfinite(c->median_us)) {
+          snprintf(text, sizeof text, "%.4g", c->median_us);
+        } else if (mark == NULL) {
+          mark = "-";
+        }
+      }
+      if (mark != NULL) {
+        bool dark = strcmp(mark, "FAIL") == 0 || strcmp(mark, "ERR") == 0;
+        svg_cell(f, x, y,
+                 strcmp(mark, "OOM") == 0 ? "#bdbdbd"
+                 : dark                   ? "#525252"
+                                          : "#f0f0f0",
+                 mark, dark ? "#ffffff" : "#404040", tip);
+        continue;
+      }
+      fmt_rgb(colour, fill, sizeof fill);
+      svg_cell(f, x, y, fill, text, fabs(t) > 0.55 ? "#ffffff" : "#202020", tip);
+    }
+  }
+  /* legend */
+  int ly = top + g->n0 * CELL_H + 14;
+  if (kind == PANEL_RELPERF) {
+    static const double ticks[] = {25, 50, 71, 100, 141, 200, 400};
+    for (int k = 0; k < 7; ++k) {
+      double t;
+      char fill[32];
+      fmt_rgb(relperf_colour(ticks[k], &t), fill, sizeof fill);
+      fprintf(f,
+              "<rect x=\"%d\" y=\"%d\" width=\"40\" height=\"12\" fill=\"%s\" stroke=\"#999\"/>"
+              "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"ax\">%.0f%%</text>\n",
+              LEFT + k * 40, ly, fill, LEFT + k * 40 + 20, ly + 26, ticks[k]);
+    }
+  } else if (kind == PANEL_BW) {
+    for (int k = 0; k <= 4; ++k) {
+      double t;
+      char fill[32];
+      fmt_rgb(fraction_colour(k / 4.0, &t), fill, sizeof fill);
+      fprintf(f,
+              "<rect x=\"%d\" y=\"%d\" width=\"40\" height=\"12\" fill=\"%s\" stroke=\"#999\"/>"
+              "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"ax\">%d%%</text>\n",
+              LEFT + k * 40, ly, fill, LEFT + k * 40 + 20, ly + 26, k * 25);
+    }
+  }
+}
+
+static bool has_variant(const fp_results *r, const char *v) {
+  for (int k = 0; k < r->n_cells; ++k)
+    if (strcmp(r->cells[k].variant, v) == 0)
+      return true;
+  return false;
+}
+
+/* The SVG of one grid: title, relative performance, bandwidth. */
+static void svg_grid(FILE *f, const fp_results *r, const fp_grid *g) {
+  bool both = has_variant(r, "fused") && has_variant(r, "unfused");
+  const char *shown = has_variant(r, "fused") ? "fused" : r->cells[0].variant;
+  bool bw = isfinite(r->meta.copy_gbps) && r->meta.copy_gbps > 0;
+  panel_kind first = both ? PANEL_RELPERF : PANEL_TIME;
+  panel_kind second = bw ? PANEL_BW : PANEL_TIME;
+  int h = TITLE_H + panel_height(g) + (first != second ? panel_height(g) : 0);
+  fprintf(f,
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+          "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
+          "<style>.t{font-size:16px;font-weight:bold}.h{font-size:13px;font-weight:bold}"
+          ".ax{fill:#555;font-size:11px}</style>\n"
+          "<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n",
+          svg_width(g), h, svg_width(g), h);
+  fprintf(f, "<text x=\"4\" y=\"20\" class=\"t\">");
+  xml_escaped(f, g->op);
+  if (g->params[0] != '\0') {
+    fputs(" (", f);
+    xml_escaped(f, g->params);
+    fputc(')', f);
+  }
+  fprintf(f, " &#8212; ");
+  xml_escaped(f, r->meta.backend);
+  fputs(", ", f);
+  xml_escaped(f, r->meta.device);
+  fprintf(f, "</text>\n");
+  svg_panel(f, r, g, first, shown, TITLE_H);
+  if (first != second)
+    svg_panel(f, r, g, second, shown, TITLE_H + panel_height(g));
+  fprintf(f, "</svg>\n");
+}
+
+/* ---- outputs ------------------------------------------------------------------------------ */
+
+static int write_html(const fp_results *r, const fp_grid_set *set, const char *path,
+                      const char *title) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) {
+    fprintf(stderr, "fuseport report: cannot write %s: %s\n", path, strerror(errno));
+    return FP_EXIT_FAIL;
+  }
+  char heading[512];
+  if (title != NULL)
+    snprintf(heading, sizeof heading, "%s", title);
+  else
+    snprintf(heading, sizeof heading, "fuseport bench: %s on %s", r->meta.backend, r->meta.device);
+  fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>", f);
+  xml_escaped(f, heading);
+  fputs("</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
+        "table.meta{border-collapse:collapse;font-size:13px}"
+        "table.meta td{padding:2px 12px 2px 0;vertical-align:top}"
+        "section{margin:28px 0}svg{max-width:100%;height:auto}</style>\n</head><body>\n<h1>",
+        f);
+  xml_escaped(f, heading);
+  fputs("</h1>\n<table class=\"meta\">\n", f);
+  const struct {
+    const char *k, *v;
+  } rows[] = {{"device", r->meta.device},
+              {"backend", r->meta.backend},
+              {"platform", r->meta.platform},
+              {"driver", r->meta.driver},
+              {"fuseport", r->meta.fuseport_version},
+              {"commit", r->meta.git_commit},
+              {"date", r->meta.date},
+              {"host", r->meta.host}};
+  for (size_t k = 0; k < sizeof rows / sizeof rows[0]; ++k) {
+    fprintf(f, "<tr><td>%s</td><td>", rows[k].k);
+    xml_escaped(f, rows[k].v);
+    fputs("</td></tr>\n", f);
+  }
+  fprintf(f, "<tr><td>copy bandwidth</td><td>");
+  if (isfinite(r->meta.copy_gbps))
+    fprintf(f, "%.1f GB/s", r->meta.copy_gbps);
+  else
+    fputs("not measured", f);
+  fputs("</td></tr>\n", f);
+  int count[FP_CELL_STATUS_COUNT] = {0};
+  for (int k = 0; k < r->n_cells; ++k)
+    if ((unsigned)r->cells[k].status < FP_CELL_STATUS_COUNT)
+      count[r->cells[k].status]++;
+  fprintf(f, "<tr><td>cells</td><td>%d: %d ok, %d fail, %d oom, %d error</td></tr>\n</table>\n",
+          r->n_cells, count[FP_CELL_OK], count[FP_CELL_FAIL], count[FP_CELL_OOM],
+          count[FP_CELL_ERROR]);
+  fputs("<p>Relative performance is the unfused median time over the fused one: above 100% "
+        "(blue) the fused variant is faster, below (red) slower; the scale is logarithmic "
+        "and saturates at 25% and 400%. Hover a cell for both times.</p>\n",
+        f);
+  for (int k = 0; k < set->n; ++k) {
+    fputs("<section>\n", f);
+    svg_grid(f, r, &set->grids[k]);
+    fputs("</section>\n", f);
+  }
+  fputs("</body></html>\n", f);
+  if (ferror(f) != 0 || fclose(f) != 0) {
+    fprintf(stderr, "fuseport report: cannot write %s\n", path);
+    return FP_EXIT_FAIL;
+  }
+  return FP_EXIT_OK;
+}
+
+static int write_svgs(const fp_results *r, const fp_grid_set *set, const char *dir) {
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "fuseport report: cannot create %s: %s\n", dir, strerror(errno));
+    return FP_EXIT_FAIL;
+  }
+  for (int k = 0; k < set->n; ++k) {
+    const fp_grid *g = &set->grids[k];
+    /* the op's name; -2, -3... for further parameter sets of the same op */
+    int nth = 1;
+    for (int j = 0; j < k; ++j)
+      nth += strcmp(set->grids[j].op, g->op) == 0;
+    char path[4096];
+    if (nth == 1)
+      snprintf(path, sizeof path, "%s/%s.svg", dir, g->op);
+    else
+      snprintf(path, sizeof path, "%s/%s-%d.svg", dir, g->op, nth);
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+      fprintf(stderr, "fuseport report: cannot write %s: %s\n", path, strerror(errno));
+      return FP_EXIT_FAIL;
+    }
+    fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", f);
+    svg_grid(f, r, g);
+    if (ferror(f) != 0 || fclose(f) != 0) {
+      fprintf(stderr, "fuseport report: cannot write %s\n", path);
+      return FP_EXIT_FAIL;
+    }
+  }
+  return FP_EXIT_OK;
+}
+
+int fp_cmd_report(int argc, char **argv) {
+  const char *input = NULL, *html = NULL, *svg = NULL, *title = NULL;
+  for (int i = 1; i < argc; ++i) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      fputs(report_usage, stdout);
+      return FP_EXIT_OK;
+    } else if (strcmp(a, "--html") == 0) {
+      if ((html = fp_cli_value(argc, argv, &i)) == NULL)
+        return FP_EXIT_USAGE;
+    } else if (strcmp(a, "--svg") == 0) {
+      if ((svg = fp_cli_value(argc, argv, &i)) == NULL)
+        return FP_EXIT_USAGE;
+    } else if (strcmp(a, "--title") == 0) {
+      if ((title = fp_cli_value(argc, argv, &i)) == NULL)
+        return FP_EXIT_USAGE;
+    } else if (a[0] == '-' && a[1] != '\0') {
+      fprintf(stderr, "fuseport report: unknown option '%s' (see fuseport report --help)\n", a);
+      return FP_EXIT_USAGE;
+    } else if (input == NULL) {
+      input = a;
+    } else {
+      fprintf(stderr, "fuseport report: one result file, please; '%s' is a second\n", a);
+      return FP_EXIT_USAGE;
+    }
+  }
+  if (input == NULL || (html == NULL) == (svg == NULL)) {
+    fprintf(stderr, "fuseport report: want RESULTS.json and one of --html FILE or --svg DIR "
+                    "(see fuseport report --help)\n");
+    return FP_EXIT_USAGE;
+  }
+  fp_results r;
+  if (fp_results_read_file(input, &r) != FP_OK) {
+    fprintf(stderr, "fuseport report: %s\n", fp_last_error());
+    return FP_EXIT_FAIL;
+  }
+  if (r.n_cells == 0) {
+    fprintf(stderr, "fuseport report: %s holds no cells\n", input);
+    fp_results_free(&r);
+    return FP_EXIT_FAIL;
+  }
+  fp_grid_set set;
+  int rc = FP_EXIT_FAIL;
+  if (fp_grid_set_build(&r, &set) != FP_OK) {
+    fprintf(stderr, "fuseport report: %s\n", fp_last_error());
+  } else {
+    rc = html != NULL ? write_html(&r, &set, html, title) : write_svgs(&r, &set, svg);
+    if (rc == FP_EXIT_OK)
+      fprintf(stderr, "fuseport report: %d ops -> %s\n", set.n, html != NULL ? html : svg);
+    fp_grid_set_free(&set);
+  }
+  fp_results_free(&r);
+  return rc;
+}

@@ -1,0 +1,812 @@
+/* fuseport benchmark results: cells, JSON/CSV files, atomic writes, grids. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "results.h"
+
+static const char *const status_names[FP_CELL_STATUS_COUNT] = {"ok", "fail", "oom", "error"};
+
+const char *fp_cell_status_name(fp_cell_status s) {
+  return (unsigned)s < FP_CELL_STATUS_COUNT ? status_names[s] : "unknown";
+}
+
+bool fp_cell_status_parse(const char *name, fp_cell_status *out) {
+  for (int k = 0; name != NULL && k < FP_CELL_STATUS_COUNT; ++k) {
+    if (strcmp(name, status_names[k]) == 0) {
+      *out = (fp_cell_status)k;
+      return true;
+    }
+  }
+  return false;
+}
+
+void fp_cell_init(fp_cell *c) {
+  memset(c, 0, sizeof *c);
+  c->status = FP_CELL_ERROR;
+  c->median_us = c->min_us = c->max_us = NAN;
+  c->reps = c->kernels = c->bytes = c->gbps = c->bw_frac = NAN;
+  c->flops = c->gflops = c->footprint_bytes = c->peak_bytes = c->compile_ms = NAN;
+  c->max_abs_err = c->max_rel_err = c->rel_l2_err = NAN;
+  c->ok = false;
+}
+
+bool fp_cell_same_key(const fp_cell *a, const fp_cell *b) {
+  return a->dim0 == b->dim0 && a->dim1 == b->dim1 && strcmp(a->op, b->op) == 0 &&
+         strcmp(a->variant, b->variant) == 0 && strcmp(a->params, b->params) == 0;
+}
+
+/* ---- the collection ---------------------------------------------------------------- */
+
+void fp_results_init(fp_results *r) {
+  memset(r, 0, sizeof *r);
+  r->meta.copy_gbps = NAN;
+}
+
+void fp_results_free(fp_results *r) {
+  if (r == NULL)
+    return;
+  for (int k = 0; k < r->n_cells; ++k)
+    cJSON_free(r->cell_json[k]);
+  free(r->cell_json);
+  free(r->cells);
+  cJSON_Delete(r->meta.options);
+  cJSON_Delete(r->meta.extra);
+  fp_results_init(r);
+}
+
+fp_status fp_results_add(fp_results *r, const fp_cell *c) {
+  if (r->n_cells == r->cap_cells) {
+    int cap = r->cap_cells > 0 ? 2 * r->cap_cells : 64;
+    fp_cell *cells = realloc(r->cells, sizeof *cells * (size_t)cap);
+    if (cells == NULL)
+      return fp_error(FP_ERR_OUT_OF_MEMORY, "results: no host memory for %d cells", cap);
+    r->cells = cells;
+    char **json = realloc(r->cell_json, sizeof *json * (size_t)cap);
+    if (json == NULL)
+      return fp_error(FP_ERR_OUT_OF_MEMORY, "results: no host memory for %d cells", cap);
+    r->cell_json = json;
+    r->cap_cells = cap;
+  }
+  r->cells[r->n_cells] = *c;
+  r->cell_json[r->n_cells] = NULL;
+  r->n_cells++;
+  return FP_OK;
+}
+
+int fp_results_remove_status(fp_results *r, fp_cell_status s) {
+  int kept = 0;
+  for (int k = 0; k < r->n_cells; ++k) {
+    if (r->cells[k].status == s) {
+      cJSON_free(r->cell_json[k]);
+      continue;
+    }
+    r->cells[kept] = r->cells[k];
+    r->cell_json[kept] = r->cell_json[k];
+    kept++;
+  }
+  int removed = r->n_cells - kept;
+  r->n_cells = kept;
+  return removed;
+}
+
+int fp_results_find(const fp_results *r, const fp_cell *key) {
+  for (int k = 0; k < r->n_cells; ++k)
+    if (fp_cell_same_key(&r->cells[k], key))
+      return k;
+  return -1;
+}
+
+typedef struct ranked {
+  int64_t rank;
+  int index;
+} ranked;
+
+static int cmp_ranked(const void *a, const void *b) {
+  const ranked *x = a, *y = b;
+  if (x->rank != y->rank)
+    return x->rank < y->rank ? -1 : 1;
+  return x->index < y->index ? -1 : (x->index > y->index); /* stable */
+}
+
+fp_status fp_results_reorder(fp_results *r, const int64_t *rank) {
+  if (r->n_cells < 2)
+    return FP_OK;
+  size_t n = (size_t)r->n_cells;
+  ranked *order = malloc(sizeof *order * n);
+  fp_cell *cells = malloc(sizeof *cells * n);
+  char **json = malloc(sizeof *json * n);
+  if (order == NULL || cells == NULL || json == NULL) {
+    free(order);
+    free(cells);
+    free(json);
+    return fp_error(FP_ERR_OUT_OF_MEMORY, "results: no host memory to sort %zu cells", n);
+  }
+  for (size_t k = 0; k < n; ++k) {
+    order[k].rank = rank[k];
+    order[k].index = (int)k;
+  }
+  qsort(order, n, sizeof *order, cmp_ranked);
+  for (size_t k = 0; k < n; ++k) {
+    cells[k] = r->cells[order[k].index];
+    json[k] = r->cell_json[order[k].index];
+  }
+  free(r->cells);
+  free(r->cell_json);
+  free(order);
+  r->cells = cells;
+  r->cell_json = json;
+  r->cap_cells = (int)n;
+  return FP_OK;
+}
+
+/* ---- JSON --------------------------------------------------------------------------- */
+
+static const char *const meta_strings[] = {"device",           "driver",     "backend", "platform",
+                                           "fuseport_version", "git_commit", "date",    "host"};
+#define N_META_STRINGS (int)(sizeof meta_strings / sizeof meta_strings[0])
+
+static char *meta_field(fp_results_meta *m, int k, size_t *len) {
+  char *fields[N_META_STRINGS] = {m->device,           m->driver,     m->backend, m->platform,
+                                  m->fuseport_version, m->git_commit, m->date,    m->host};
+  size_t lens[N_META_STRINGS] = {
+      sizeof m->device,           sizeof m->driver,     sizeof m->backend, sizeof m->platform,
+      sizeof m->fuseport_version, sizeof m->git_commit, sizeof m->date,    sizeof m->host};
+  *len = lens[k];
+  return fields[k];
+}
+
+static bool is_known_meta_key(const char *key) {
+  for (int k = 0; k < N_META_STRINGS; ++k)
+    if (strcmp(key, meta_strings[k]) == 0)
+      return true;
+  return strcmp(key, "options") == 0 || strcmp(key, "copy_gbps") == 0 ||
+         strcmp(key, "running") == 0;
+}
+
+/* cJSON prints NaN and infinities as null, which is what a missing number is. */
+static bool add_number(cJSON *obj, const char *key, double v) {
+  return cJSON_AddNumberToObject(obj, key, v) != NULL;
+}
+
+static cJSON *meta_to_json(fp_results_meta *m) {
+  cJSON *o = cJSON_CreateObject();
+  bool ok = o != NULL;
+  for (int k = 0; ok && k < N_META_STRINGS; ++k) {
+    size_t len;
+    ok = cJSON_AddStringToObject(o, meta_strings[k], meta_field(m, k, &len)) != NULL;
+  }
+  if (ok) {
+    cJSON *opts = m->options != NULL ? cJSON_Duplicate(m->options, 1) : cJSON_CreateObject();
+    ok = opts != NULL && cJSON_AddItemToObject(o, "options", opts);
+    if (!ok)
+      cJSON_Delete(opts);
+  }
+  ok = ok && add_number(o, "copy_gbps", m->copy_gbps);
+  if (ok && m->running) {
+    cJSON *run = cJSON_AddObjectToObject(o, "running");
+    double dims[2] = {(double)m->running_key.dim0, (double)m->running_key.dim1};
+    cJSON *shape = cJSON_CreateDoubleArray(dims, 2);
+    ok = run != NULL && shape != NULL &&
+         cJSON_AddStringToObject(run, "op", m->running_key.op) != NULL &&
+         cJSON_AddStringToObject(run, "params", m->running_key.params) != NULL &&
+         cJSON_AddItemToObject(run, "shape", shape);
+    if (!ok && (run == NULL || cJSON_GetObjectItemCaseSensitive(run, "shape") == NULL))
+      cJSON_Delete(shape);
+  }
+  for (cJSON *e = m->extra != NULL ? m->extra->child : NULL; ok && e != NULL; e = e->next) {
+    cJSON *dup = cJSON_Duplicate(e, 1);
+    ok = dup != NULL && cJSON_AddItemToObject(o, e->string, dup);
+    if (!ok)
+      cJSON_Delete(dup);
+  }
+  if (!ok) {
+    cJSON_Delete(o);
+    return NULL;
+  }
+  return o;
+}
+
+static cJSON *cell_to_json(const fp_cell *c) {
+  cJSON *o = cJSON_CreateObject();
+  if (o == NULL)
+    return NULL;
+  bool ok = cJSON_AddStringToObject(o, "op", c->op) != NULL &&
+            cJSON_AddStringToObject(o, "variant", c->variant) != NULL &&
+            cJSON_AddStringToObject(o, "backend", c->backend) != NULL &&
+            cJSON_AddStringToObject(o, "params", c->params) != NULL;
+  if (ok) {
+    double dims[2] = {(double)c->dim0, (double)c->dim1};
+    cJSON *shape = cJSON_CreateDoubleArray(dims, 2);
+    ok = shape != NULL && cJSON_AddItemToObject(o, "shape", shape);
+    if (!ok)
+      cJSON_Delete(shape);
+  }
+  ok = ok && cJSON_AddStringToObject(o, "status", fp_cell_status_name(c->status)) != NULL;
+  ok = ok && add_number(o, "median_us", c->median_us) && add_number(o, "min_us", c->min_us) &&
+       add_number(o, "max_us", c->max_us) && add_number(o, "reps", c->reps) &&
+       add_number(o, "kernels", c->kernels) && add_number(o, "bytes", c->bytes) &&
+       add_number(o, "gbps", c->gbps) && add_number(o, "bw_frac", c->bw_frac) &&
+       add_number(o, "flops", c->flops) && add_number(o, "gflops", c->gflops) &&
+       add_number(o, "footprint_bytes", c->footprint_bytes) &&
+       add_number(o, "peak_bytes", c->peak_bytes) && add_number(o, "compile_ms", c->compile_ms) &&
+       add_number(o, "max_abs_err", c->max_abs_err) &&
+       add_number(o, "max_rel_err", c->max_rel_err) && add_number(o, "rel_l2_err", c->rel_l2_err);
+  ok = ok && cJSON_AddBoolToObject(o, "ok", c->ok) != NULL &&
+       cJSON_AddStringToObject(o, "message", c->message) != NULL;
+  if (!ok) {
+    cJSON_Delete(o);
+    return NULL;
+  }
+  return o;
+}
+
+/* A growing text buffer. */
+typedef struct text_buf {
+  char *data;
+  size_t len, cap;
+  bool failed;
+} text_buf;
+
+static void tb_append(text_buf *b, const char *s, size_t n) {
+  if (b->failed)
+    return;
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap > 0 ? b->cap : 4096;
+    while (b->len + n + 1 > cap)
+      cap *= 2;
+    char *data = realloc(b->data, cap);
+    if (data == NULL) {
+      b->failed = true;
+      return;
+    }
+    b->data = data;
+    b->cap = cap;
+  }
+  memcpy(b->data + b->len, s, n);
+  b->len += n;
+  b->data[b->len] = '\0';
+}
+
+static void tb_puts(text_buf *b, const char *s) { tb_append(b, s, strlen(s)); }
+
+static fp_status tb_finish(text_buf *b, char **text) {
+  if (b->failed || b->data == NULL) {
+    free(b->data);
+    *text = NULL;
+    return fp_error(FP_ERR_OUT_OF_MEMORY, "results: no host memory for the output text");
+  }
+  *text = b->data;
+  return FP_OK;
+}
+
+fp_status fp_results_to_json(fp_results *r, char **text) {
+  *text = NULL;
+  cJSON *meta = meta_to_json(&r->meta);
+  char *meta_text = meta != NULL ? cJSON_Print(meta) : NULL;
+  cJSON_Delete(meta);
+  if (meta_text == NULL)
+    return fp_error(FP_ERR_OUT_OF_MEMORY, "results: cannot format the meta data as JSON");
+  text_buf b = {NULL, 0, 0, false};
+  tb_puts(&b, "{\"meta\": ");
+  tb_puts(&b, meta_text);
+  cJSON_free(meta_text);
+  tb_puts(&b, ",\n\"cells\": [");
+  for (int k = 0; k < r->n_cells; ++k) {
+    if (r->cell_json[k] == NULL) {
+      cJSON *c = cell_to_json(&r->cells[k]);
+      r->cell_json[k] = c != NULL ? cJSON_PrintUnformatted(c) : NULL;
+      cJSON_Delete(c);
+      if (r->cell_json[k] == NULL) {
+        free(b.data);
+        return fp_error(FP_ERR_OUT_OF_MEMORY, "results: cannot format cell %d as JSON", k);
+      }
+    }
+    tb_puts(&b, k > 0 ? ",\n" : "\n");
+    tb_puts(&b, r->cell_json[k]);
+  }
+  tb_puts(&b, "\n]}\n");
+  return tb_finish(&b, text);
+}
+
+/* Reading: a field that is absent or null is NaN (numbers) or "" (strings). */
+static fp_status get_string(const cJSON *obj, const char *key, char *dst, size_t len,
+                            const char *where) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (it == NULL || cJSON_IsNull(it)) {
+    dst[0] = '\0';
+    return FP_OK;
+  }
+  if (!cJSON_IsString(it))
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "%s: \"%s\" is not a string", where, key);
+  snprintf(dst, len, "%s", it->valuestring);
+  return FP_OK;
+}
+
+static fp_status get_number(const cJSON *obj, const char *key, double *dst, const char *where) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (it == NULL || cJSON_IsNull(it)) {
+    *dst = NAN;
+    return FP_OK;
+  }
+  if (!cJSON_IsNumber(it))
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "%s: \"%s\" is not a number", where, key);
+  *dst = it->valuedouble;
+  return FP_OK;
+}
+
+static fp_status cell_from_json(const cJSON *o, fp_cell *c, const char *where) {
+  fp_cell_init(c);
+  if (!cJSON_IsObject(o))
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "%s is not an object", where);
+  fp_status st = get_string(o, "op", c->op, sizeof c->op, where);
+  if (st == FP_OK)
+    st = get_string(o, "variant", c->variant, sizeof c->variant, where);
+  if (st == FP_OK)
+    st = get_string(o, "backend", c->backend, sizeof c->backend, where);
+  if (st == FP_OK)
+    st = get_string(o, "params", c->params, sizeof c->params, where);
+  if (st == FP_OK)
+    st = get_string(o, "message", c->message, sizeof c->message, where);
+  if (st != FP_OK)
+    return st;
+  if (c->op[0] == '\0' || c->variant[0] == '\0')
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "%s has no op or variant", where);
+  const cJSON *shape = cJSON_GetObjectItemCaseSensitive(o, "shape");
+  if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != 2 ||
+      !cJSON_IsNumber(cJSON_GetArrayItem(shape, 0)) ||
+      !cJSON_IsNumber(cJSON_GetArrayItem(shape, 1)))
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "%s: \"shape\" is not [dim0, dim1]", where);
+  c->dim0 = (int64_t)cJSON_GetArrayItem(shape, 0)->valuedouble;
+  c->dim1 = (int64_t)cJSON_GetArrayItem(shape, 1)->valuedouble;
+  char status[16];
+  st = get_string(o, "status", status, sizeof status, where);
+  if (st != FP_OK)
+    return st;
+  if (!fp_cell_status_parse(status, &c->status))
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "%s: status '%s' is not one of ok, fail, oom, error",
+                    where, status);
+  struct {
+    const char *key;
+    double *dst;
+  } nums[] = {{"median_us", &c->median_us},
+              {"min_us", &c->min_us},
+              {"max_us", &c->max_us},
+              {"reps", &c->reps},
+              {"kernels", &c->kernels},
+              {"bytes", &c->bytes},
+              {"gbps", &c->gbps},
+              {"bw_frac", &c->bw_frac},
+              {"flops", &c->flops},
+              {"gflops", &c->gflops},
+              {"footprint_bytes", &c->footprint_bytes},
+              {"peak_bytes", &c->peak_bytes},
+              {"compile_ms", &c->compile_ms},
+              {"max_abs_err", &c->max_abs_err},
+              {"max_rel_err", &c->max_rel_err},
+              {"rel_l2_err", &c->rel_l2_err}};
+  for (size_t k = 0; k < sizeof nums / sizeof nums[0]; ++k) {
+    st = get_number(o, nums[k].key, nums[k].dst, where);
+    if (st != FP_OK)
+      return st;
+  }
+  const cJSON *ok = cJSON_GetObjectItemCaseSensitive(o, "ok");
+  c->ok = cJSON_IsTrue(ok);
+  return FP_OK;
+}
+
+static fp_status meta_from_json(const cJSON *o, fp_results_meta *m, const char *name) {
+  if (!cJSON_IsObject(o))
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "%s: \"meta\" is missing or not an object", name);
+  char where[512];
+  snprintf(where, sizeof where, "%s: meta", name);
+  for (int k = 0; k < N_META_STRINGS; ++k) {
+    size_t len;
+    char *dst = meta_field(m, k, &len);
+    fp_status st = get_string(o, meta_strings[k], dst, len, where);
+    if (st != FP_OK)
+      return st;
+  }
+  fp_status st = get_number(o, "copy_gbps", &m->copy_gbps, where);
+  if (st != FP_OK)
+    return st;
+  const cJSON *run = cJSON_GetObjectItemCaseSensitive(o, "running");
+  if (run != NULL && !cJSON_IsNull(run)) {
+    fp_cell_init(&m->running_key);
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(run, "shape");
+    if (!cJSON_IsObject(run) || !cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != 2 ||
+        !cJSON_IsNumber(cJSON_GetArrayItem(shape, 0)) ||
+        !cJSON_IsNumber(cJSON_GetArrayItem(shape, 1)))
+      return fp_error(FP_ERR_INVALID_ARGUMENT, "%s: \"running\" is not {op, params, shape}", where);
+    st = get_string(run, "op", m->running_key.op, sizeof m->running_key.op, where);
+    if (st == FP_OK)
+      st = get_string(run, "params", m->running_key.params, sizeof m->running_key.params, where);
+    if (st != FP_OK)
+      return st;
+    m->running_key.dim0 = (int64_t)cJSON_GetArrayItem(shape, 0)->valuedouble;
+    m->running_key.dim1 = (int64_t)cJSON_GetArrayItem(shape, 1)->valuedouble;
+    m->running = true;
+  }
+  const cJSON *opts = cJSON_GetObjectItemCaseSensitive(o, "options");
+  m->options = cJSON_IsObject(opts) ? cJSON_Duplicate(opts, 1) : cJSON_CreateObject();
+  if (m->options == NULL)
+    return fp_error(FP_ERR_OUT_OF_MEMORY, "%s: no host memory", name);
+  for (const cJSON *e = o->child; e != NULL; e = e->next) {
+    if (is_known_meta_key(e->string))
+      continue;
+    if (m->extra == NULL && (m->extra = cJSON_CreateObject()) == NULL)
+      return fp_error(FP_ERR_OUT_OF_MEMORY, "%s: no host memory", name);
+    cJSON *dup = cJSON_Duplicate(e, 1);
+    if (dup == NULL || !cJSON_AddItemToObject(m->extra, e->string, dup)) {
+      cJSON_Delete(dup);
+      return fp_error(FP_ERR_OUT_OF_MEMORY, "%s: no host memory", name);
+    }
+  }
+  return FP_OK;
+}
+
+fp_status fp_results_from_json(const char *text, const char *name, fp_results *r) {
+  fp_results_init(r);
+  cJSON *root = cJSON_Parse(text);
+  if (root == NULL) {
+    const char *at = cJSON_GetErrorPtr();
+    int line = 1;
+    for (const char *s = text; at != NULL && s < at && *s != '\0'; ++s)
+      line += *s == '\n';
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "%s is not valid JSON (near line %d)", name, line);
+  }
+  fp_status st = FP_OK;
+  if (!cJSON_IsObject(root))
+    st = fp_error(FP_ERR_INVALID_ARGUMENT, "%s: not a fuseport results file (no top object)", name);
+  if (st == FP_OK)
+    st = meta_from_json(cJSON_GetObjectItemCaseSensitive(root, "meta"), &r->meta, name);
+  const cJSON *cells = cJSON_GetObjectItemCaseSensitive(root, "cells");
+  if (st == FP_OK && !cJSON_IsArray(cells))
+    st = fp_error(FP_ERR_INVALID_ARGUMENT, "%s: \"cells\" is missing or not an array", name);
+  int index = 0;
+  for (const cJSON *c = cells != NULL ? cells->child : NULL; st == FP_OK && c != NULL;
+       c = c->next, ++index) {
+    char where[512];
+    snprintf(where, sizeof where, "%s: cell %d", name, index);
+    fp_cell cell;
+    st = cell_from_json(c, &cell, where);
+    if (st == FP_OK && fp_results_find(r, &cell) >= 0)
+      st = fp_error(FP_ERR_INVALID_ARGUMENT, "%s: cell %d (%s %s %lldx%lld) appears twice", name,
+                    index, cell.op, cell.variant, (long long)cell.dim0, (long long)cell.dim1);
+    if (st == FP_OK)
+      st = fp_results_add(r, &cell);
+  }
+  cJSON_Delete(root);
+  if (st != FP_OK)
+    fp_results_free(r);
+  return st;
+}
+
+fp_status fp_read_file(const char *path, char **data, size_t *len) {
+  *data = NULL;
+  if (len != NULL)
+    *len = 0;
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    return fp_error(FP_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  while (buf != NULL) {
+    n += fread(buf + n, 1, cap - n - 1, f);
+    if (n < cap - 1)
+      break;
+    cap *= 2;
+    char *bigger = realloc(buf, cap);
+    if (bigger == NULL) {
+      free(buf);
+      buf = NULL;
+    } else {
+      buf = bigger;
+    }
+  }
+  bool error = ferror(f) != 0;
+  fclose(f);
+  if (buf == NULL)
+    return fp_error(FP_ERR_OUT_OF_MEMORY, "no host memory to read %s", path);
+  if (error) {
+    free(buf);
+    return fp_error(FP_ERR_IO, "cannot read %s", path);
+  }
+  buf[n] = '\0';
+  *data = buf;
+  if (len != NULL)
+    *len = n;
+  return FP_OK;
+}
+
+fp_status fp_results_read_file(const char *path, fp_results *r) {
+  fp_results_init(r);
+  char *text = NULL;
+  fp_status st = fp_read_file(path, &text, NULL);
+  if (st != FP_OK)
+    return st;
+  st = fp_results_from_json(text, path, r);
+  free(text);
+  return st;
+}
+
+/* ---- CSV ------------------------------------------------------------------------------ */
+
+static void csv_number(text_buf *b, double v) {
+  char num[64] = "";
+  if (isfinite(v)) {
+    if (v == floor(v) && fabs(v) < 1e15)
+      snprintf(num, sizeof num, "%.0f", v);
+    else
+      snprintf(num, sizeof num, "%.9g", v);
+  }
+  tb_puts(b, ",");
+  tb_puts(b, num);
+}
+
+/* RFC 4180: quoted when it holds a comma, a quote or a line break. */
+static void csv_string(text_buf *b, const char *s, bool first) {
+  if (!first)
+    tb_puts(b, ",");
+  if (strpbrk(s, ",\"\r\n") == NULL) {
+    tb_puts(b, s);
+    return;
+  }
+  tb_puts(b, "\"");
+  for (const char *p = s; *p != '\0'; ++p)
+    tb_append(b, *p == '"' ? "\"\"" : p, *p == '"' ? 2 : 1);
+  tb_puts(b, "\"");
+}
+
+fp_status fp_results_to_csv(const fp_results *r, char **text) {
+  text_buf b = {NULL, 0, 0, false};
+  tb_puts(&b, "op,variant,backend,params,dim0,dim1,status,median_us,min_us,max_us,reps,"
+              "kernels,bytes,gbps,bw_frac,flops,gflops,footprint_bytes,peak_bytes,compile_ms,"
+              "max_abs_err,max_rel_err,rel_l2_err,ok,message\n");
+  for (int k = 0; k < r->n_cells; ++k) {
+    const fp_cell *c = &r->cells[k];
+    csv_string(&b, c->op, true);
+    csv_string(&b, c->variant, false);
+    csv_string(&b, c->backend, false);
+    csv_string(&b, c->params, false);
+    csv_number(&b, (double)c->dim0);
+    csv_number(&b, (double)c->dim1);
+    csv_string(&b, fp_cell_status_name(c->status), false);
+    const double nums[] = {
+        c->median_us,       c->min_us,     c->max_us,     c->reps,        c->kernels,
+        c->bytes,           c->gbps,       c->bw_frac,    c->flops,       c->gflops,
+        c->footprint_bytes, c->peak_bytes, c->compile_ms, c->max_abs_err, c->max_rel_err,
+        c->rel_l2_err};
+    for (size_t j = 0; j < sizeof nums / sizeof nums[0]; ++j)
+      csv_number(&b, nums[j]);
+    csv_string(&b, c->ok ? "true" : "false", false);
+    csv_string(&b, c->message, false);
+    tb_puts(&b, "\n");
+  }
+  return tb_finish(&b, text);
+}
+
+/* ---- files ------------------------------------------------------------------------------ */
+
+fp_status fp_write_file_atomic(const char *path, const char *data, size_t len) {
+  size_t plen = strlen(path);
+  char *tmp = malloc(plen + 32);
+  char *dir_copy = strdup(path);
+  if (tmp == NULL || dir_copy == NULL) {
+    free(tmp);
+    free(dir_copy);
+    return fp_error(FP_ERR_OUT_OF_MEMORY, "no host memory to write %s", path);
+  }
+  /* The temporary sits next to the target so that rename() stays within one
+   * file system and is atomic. */
+  snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+  fp_status st = FP_OK;
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+  if (fd < 0) {
+    st = fp_error(FP_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+  } else {
+    size_t done = 0;
+    while (st == FP_OK && done < len) {
+      ssize_t w = write(fd, data + done, len - done);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w <= 0)
+        st = fp_error(FP_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+      else
+        done += (size_t)w;
+    }
+    if (st == FP_OK && fsync(fd) != 0)
+      st = fp_error(FP_ERR_IO, "cannot flush %s to disk: %s", tmp, strerror(errno));
+    if (close(fd) != 0 && st == FP_OK)
+      st = fp_error(FP_ERR_IO, "cannot close %s: %s", tmp, strerror(errno));
+    if (st == FP_OK && rename(tmp, path) != 0)
+      st = fp_error(FP_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (st != FP_OK)
+      (void)unlink(tmp);
+  }
+  if (st == FP_OK) {
+    /* Make the rename itself durable; a failure here loses nothing that a
+     * reader could see, so it is not an error. */
+    int dfd = open(dirname(dir_copy), O_RDONLY);
+    if (dfd >= 0) {
+      (void)fsync(dfd);
+      (void)close(dfd);
+    }
+  }
+  free(tmp);
+  free(dir_copy);
+  return st;
+}
+
+/* ---- grids ------------------------------------------------------------------------------- */
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Adds v to the set vals[0..*n) (capacity cap); false on no memory. */
+static bool add_dim(int64_t **vals, int *n, int *cap, int64_t v) {
+  for (int k = 0; k < *n; ++k)
+    if ((*vals)[k] == v)
+      return true;
+  if (*n == *cap) {
+    int c = *cap > 0 ? 2 * *cap : 16;
+    int64_t *bigger = realloc(*vals, sizeof **vals * (size_t)c);
+    if (bigger == NULL)
+      return false;
+    *vals = bigger;
+    *cap = c;
+  }
+  (*vals)[(*n)++] = v;
+  return true;
+}
+
+fp_status fp_grid_set_build(const fp_results *r, fp_grid_set *set) {
+  memset(set, 0, sizeof *set);
+  int cap = 0;
+  int *cap0 = NULL, *cap1 = NULL;
+  fp_status st = FP_OK;
+  for (int k = 0; st == FP_OK && k < r->n_cells; ++k) {
+    const fp_cell *c = &r->cells[k];
+    int g = 0;
+    while (g < set->n &&
+           !(strcmp(set->grids[g].op, c->op) == 0 && strcmp(set->grids[g].params, c->params) == 0))
+      ++g;
+    if (g == set->n) {
+      if (set->n == cap) {
+        int ncap = cap > 0 ? 2 * cap : 8;
+        fp_grid *grids = realloc(set->grids, sizeof *grids * (size_t)ncap);
+        int *c0 = realloc(cap0, sizeof *c0 * (size_t)ncap);
+        int *c1 = c0 != NULL ? realloc(cap1, sizeof *c1 * (size_t)ncap) : NULL;
+        if (grids != NULL)
+          set->grids = grids;
+        if (c0 != NULL)
+          cap0 = c0;
+        if (c1 != NULL)
+          cap1 = c1;
+        if (grids == NULL || c0 == NULL || c1 == NULL) {
+          st = fp_error(FP_ERR_OUT_OF_MEMORY, "no host memory for the result grids");
+          break;
+        }
+        cap = ncap;
+      }
+      fp_grid *n = &set->grids[set->n];
+      memset(n, 0, sizeof *n);
+      snprintf(n->op, sizeof n->op, "%s", c->op);
+      snprintf(n->params, sizeof n->params, "%s", c->params);
+      cap0[set->n] = cap1[set->n] = 0;
+      set->n++;
+    }
+    fp_grid *gr = &set->grids[g];
+    if (!add_dim(&gr->dim0, &gr->n0, &cap0[g], c->dim0) ||
+        !add_dim(&gr->dim1, &gr->n1, &cap1[g], c->dim1))
+      st = fp_error(FP_ERR_OUT_OF_MEMORY, "no host memory for the result grids");
+  }
+  free(cap0);
+  free(cap1);
+  if (st != FP_OK) {
+    fp_grid_set_free(set);
+    return st;
+  }
+  for (int g = 0; g < set->n; ++g) {
+    qsort(set->grids[g].dim0, (size_t)set->grids[g].n0, sizeof(int64_t), cmp_i64);
+    qsort(set->grids[g].dim1, (size_t)set->grids[g].n1, sizeof(int64_t), cmp_i64);
+  }
+  return FP_OK;
+}
+
+void fp_grid_set_free(fp_grid_set *set) {
+  for (int g = 0; g < set->n; ++g) {
+    free(set->grids[g].dim0);
+    free(set->grids[g].dim1);
+  }
+  free(set->grids);
+  memset(set, 0, sizeof *set);
+}
+
+const fp_cell *fp_grid_cell(const fp_results *r, const fp_grid *g, int64_t dim0, int64_t dim1,
+                            const char *variant) {
+  for (int k = 0; k < r->n_cells; ++k) {
+    const fp_cell *c = &r->cells[k];
+    if (c->dim0 == dim0 && c->dim1 == dim1 && strcmp(c->variant, variant) == 0 &&
+        strcmp(c->op, g->op) == 0 && strcmp(c->params, g->params) == 0)
+      return c;
+  }
+  return NULL;
+}
+
+const char *fp_cell_mark(const fp_cell *c) {
+  if (c == NULL)
+    return "-";
+  switch (c->status) {
+  case FP_CELL_OK:
+    return NULL;
+  case FP_CELL_FAIL:
+    return "FAIL";
+  case FP_CELL_OOM:
+    return "OOM";
+  case FP_CELL_ERROR:
+  case FP_CELL_STATUS_COUNT:
+    break;
+  }
+  return "ERR";
+}
+
+bool fp_relperf(const fp_cell *fused, const fp_cell *unfused, double *pct, const char **mark) {
+  const char *mf = fp_cell_mark(fused), *mu = fp_cell_mark(unfused);
+  static const char *const priority[] = {"ERR", "FAIL", "OOM", "-"};
+  *pct = NAN;
+  *mark = NULL;
+  if (mf == NULL && mu == NULL && fused->median_us > 0 && isfinite(unfused->median_us)) {
+    *pct = 100.0 * unfused->median_us / fused->median_us;
+    return true;
+  }
+  for (int k = 0; k < 4; ++k) {
+    if ((mf != NULL && strcmp(mf, priority[k]) == 0) ||
+        (mu != NULL && strcmp(mu, priority[k]) == 0)) {
+      *mark = priority[k];
+      return false;
+    }
+  }
+  *mark = "-"; /* both ok, but no usable time */
+  return false;
+}
+
+void fp_grid_print(FILE *f, const fp_grid *g, const char *title,
+                   void (*value)(void *user, int64_t dim0, int64_t dim1, char *buf, size_t len),
+                   void *user) {
+  /* Columns wide enough for the widest value or header. */
+  int width = 7;
+  char buf[64];
+  for (int j = 0; j < g->n1; ++j) {
+    int n = snprintf(buf, sizeof buf, "%lld", (long long)g->dim1[j]);
+    if (n > width)
+      width = n;
+    for (int i = 0; i < g->n0; ++i) {
+      value(user, g->dim0[i], g->dim1[j], buf, sizeof buf);
+      if ((int)strlen(buf) > width)
+        width = (int)strlen(buf);
+    }
+  }
+  fprintf(f, "%s\n%-11s", title, "dim0\\dim1");
+  for (int j = 0; j < g->n1; ++j)
+    fprintf(f, " %*lld", width, (long long)g->dim1[j]);
+  fputc('\n', f);
+  for (int i = 0; i < g->n0; ++i) {
+    fprintf(f, "%-11lld", (long long)g->dim0[i]);
+    for (int j = 0; j < g->n1; ++j) {
+      value(user, g->dim0[i], g->dim1[j], buf, sizeof buf);
+      fprintf(f, " %*s", width, buf);
+    }
+    fputc('\n', f);
+  }
+}

@@ -1,0 +1,1148 @@
+#define _POSIX_C_SOURCE 200809L
+/* fuseport tests: the benchmark core and the bench, compare, merge and
+ * report subcommands, in-process on the CPU backend. Tiny shapes and two
+ * repetitions: these tests check structure and logic, never speed. */
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "test_util.h"
+
+#include "bench_core.h"
+#include "cli_bench.h"
+#include "results.h"
+
+#define CTX fp_env.ctx
+
+static char tmpdir[256];
+
+/* tmpdir/name in a rotating set of buffers (a test keeps up to 32 live). */
+static const char *tpath(const char *name) {
+  static char bufs[32][512];
+  static int next;
+  char *b = bufs[next++ % 32];
+  snprintf(b, 512, "%s/%s", tmpdir, name);
+  return b;
+}
+
+static int argc_of(char **argv) {
+  int n = 0;
+  while (argv[n] != NULL)
+    ++n;
+  return n;
+}
+
+/* Runs cmd(argc, argv) with stderr captured into err. */
+static int run_captured(int (*cmd)(int, char **), char **argv, char *err, size_t len) {
+  fflush(stderr);
+  int saved = dup(STDERR_FILENO);
+  static char path[600];
+  snprintf(path, sizeof path, "%s/stderr.txt", tmpdir);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  assert_true(saved >= 0 && fd >= 0);
+  dup2(fd, STDERR_FILENO);
+  close(fd);
+  int rc = cmd(argc_of(argv), argv);
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  char *text = NULL;
+  FP_ASSERT_OK(fp_read_file(path, &text, NULL));
+  snprintf(err, len, "%s", text);
+  free(text);
+  return rc;
+}
+
+static int parse_only(int argc, char **argv) {
+  fp_bench_cli *cli = malloc(sizeof *cli);
+  assert_non_null(cli);
+  int rc = fp_bench_parse_args(argc, argv, cli);
+  free(cli);
+  return rc;
+}
+
+static void tiny_spec(fp_bench_spec *s, const char *ops, const char *shapes) {
+  fp_bench_spec_init(s);
+  assert_true(fp_cli_parse_ops(ops, s->ops, FP_BENCH_MAX_OPS, &s->n_ops));
+  assert_true(
+      fp_cli_parse_shapes("--shapes", shapes, s->shapes, FP_BENCH_MAX_SHAPES, &s->n_shapes));
+  s->reps = 2;
+  s->warmup_ms = 0;
+}
+
+static void fresh_results(fp_results *r, const fp_bench_spec *s) {
+  fp_results_init(r);
+  FP_ASSERT_OK(fp_bench_meta_init(CTX, s, r));
+  r->meta.copy_gbps = 10.0; /* any value: bw_frac = gbps / 10 */
+}
+
+static void write_results(fp_results *r, const char *path) {
+  char *text = NULL;
+  FP_ASSERT_OK(fp_results_to_json(r, &text));
+  FP_ASSERT_OK(fp_write_file_atomic(path, text, strlen(text)));
+  free(text);
+}
+
+/* Equal apart from what timing changes. */
+static void assert_same_cell(const fp_cell *a, const fp_cell *b) {
+  assert_string_equal(a->op, b->op);
+  assert_string_equal(a->variant, b->variant);
+  assert_string_equal(a->params, b->params);
+  assert_string_equal(a->backend, b->backend);
+  assert_int_equal(a->dim0, b->dim0);
+  assert_int_equal(a->dim1, b->dim1);
+  assert_int_equal(a->status, b->status);
+  assert_int_equal(a->ok, b->ok);
+  const double x[] = {a->kernels,    a->bytes,       a->flops,     a->footprint_bytes,
+                      a->peak_bytes, a->max_abs_err, a->rel_l2_err};
+  const double y[] = {b->kernels,    b->bytes,       b->flops,     b->footprint_bytes,
+                      b->peak_bytes, b->max_abs_err, b->rel_l2_err};
+  for (size_t k = 0; k < sizeof x / sizeof x[0]; ++k) {
+    if (isnan(x[k]) && isnan(y[k]))
+      continue;
+    if (x[k] != y[k])
+      fail_msg("cell %s %s %lldx%lld: field %zu differs: %.17g vs %.17g", a->op, a->variant,
+               (long long)a->dim0, (long long)a->dim1, k, x[k], y[k]);
+  }
+}
+
+/* ---- argument parsing ------------------------------------------------------------------ */
+
+static void test_parse_errors(void **state) {
+  (void)state;
+  static const struct {
+    const char *args[8];
+    const char *needle;
+  } cases[] = {
+      {{"--bogus"}, "unknown option '--bogus'"},
+      {{"--shapes", "12x"}, "--shapes '12x'"},
+      {{"--shapes", "0x5"}, "--shapes"},
+      {{"--shapes", "128x128,"}, "--shapes"},
+      {{"--shapes", "128x128,128x128"}, "listed twice"},
+      {{"--shapes", "seed", "--dim0", "1", "--dim1", "2"}, "exclude"},
+      {{"--dim0", "128"}, "--dim0 needs --dim1"},
+      {{"--dim0", "1,x", "--dim1", "2"}, "--dim0 '1,x'"},
+      {{"--dim0", "1,,2", "--dim1", "2"}, "--dim0"},
+      {{"--shard", "4/4"}, "--shard '4/4'"},
+      {{"--shard", "1"}, "--shard '1'"},
+      {{"--shard", "-1/2"}, "--shard"},
+      {{"--shard", "1/0"}, "--shard"},
+      {{"--reps", "0"}, "--reps '0'"},
+      {{"--reps", "5", "--rep-ms", "3"}, "exclude"},
+      {{"--rep-ms", "abc"}, "--rep-ms 'abc'"},
+      {{"--warmup-ms", "-1"}, "--warmup-ms"},
+      {{"--seed", "-3"}, "--seed"},
+      {{"--op", "softmaxx"}, "softmaxx"},
+      {{"--variants", "half"}, "'half'"},
+      {{"--variants", "fused,"}, "--variants"},
+      {{"--format", "xml"}, "--format 'xml'"},
+      {{"--param", "nope=1"}, "'nope'"},
+      {{"--param", "p=2"}, "p=2"},
+      {{"--param", "p"}, "NAME=VALUE"},
+      {{"--param", "M=5"}, "shape dimension"},
+      {{"--param", "training=true", "--param", "training=false"}, "twice"},
+      {{"--reps"}, "--reps needs a value"},
+      {{"--out", "x.txt", "--format", "table"}, "--out"},
+      {{"--resume", "a.json", "--out", "b.json"}, "--resume"},
+      {{"--resume", "a.json", "--format", "csv"}, "--resume"},
+      {{"--retry-errors"}, "--retry-errors goes with --resume"},
+      {{"--backend", "vulkan"}, "vulkan"},
+      {{"--device", "x"}, "--device"},
+      {{"--flush-mib", "0"}, "--flush-mib '0'"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+    char *argv[10] = {"bench"};
+    int n = 1;
+    for (; n < 9 && cases[k].args[n - 1] != NULL; ++n)
+      argv[n] = (char *)cases[k].args[n - 1];
+    argv[n] = NULL;
+    char err[4096];
+    int rc = run_captured(parse_only, argv, err, sizeof err);
+    if (rc != FP_EXIT_USAGE)
+      fail_msg("case %zu (%s ...): exit %d, wanted 2", k, argv[1], rc);
+    if (strstr(err, cases[k].needle) == NULL)
+      fail_msg("case %zu (%s ...): message '%s' does not mention '%s'", k, argv[1], err,
+               cases[k].needle);
+  }
+  /* the subcommands themselves exit 2 on bad usage */
+  char err[4096];
+  char *b1[] = {"bench", "--shapes", "3x", NULL};
+  assert_int_equal(run_captured(fp_cmd_bench, b1, err, sizeof err), FP_EXIT_USAGE);
+  char *c1[] = {"compare", "a.json", NULL};
+  assert_int_equal(run_captured(fp_cmd_compare, c1, err, sizeof err), FP_EXIT_USAGE);
+  assert_non_null(strstr(err, "two result files"));
+  char *c2[] = {"compare", "a.json", "b.json", "--format", "xml", NULL};
+  assert_int_equal(run_captured(fp_cmd_compare, c2, err, sizeof err), FP_EXIT_USAGE);
+  char *m1[] = {"merge", "out.json", NULL};
+  assert_int_equal(run_captured(fp_cmd_merge, m1, err, sizeof err), FP_EXIT_USAGE);
+  char *m2[] = {"merge", "out.json", "out.json", NULL};
+  assert_int_equal(run_captured(fp_cmd_merge, m2, err, sizeof err), FP_EXIT_USAGE);
+  char *r1[] = {"report", "x.json", NULL};
+  assert_int_equal(run_captured(fp_cmd_report, r1, err, sizeof err), FP_EXIT_USAGE);
+  char *r2[] = {"report", "x.json", "--html", "a.html", "--svg", "d", NULL};
+  assert_int_equal(run_captured(fp_cmd_report, r2, err, sizeof err), FP_EXIT_USAGE);
+  char *r3[] = {"report", "--pdf", NULL};
+  assert_int_equal(run_captured(fp_cmd_report, r3, err, sizeof err), FP_EXIT_USAGE);
+  assert_non_null(strstr(err, "--pdf"));
+}
+
+static void test_parse_good(void **state) {
+  (void)state;
+  fp_bench_cli *cli = malloc(sizeof *cli);
+  assert_non_null(cli);
+  char *a1[] = {"bench", NULL};
+  assert_int_equal(fp_bench_parse_args(1, a1, cli), FP_EXIT_OK);
+  assert_int_equal(cli->spec.n_ops, fp_op_count());
+  assert_int_equal(cli->spec.n_variants, 2);
+  assert_string_equal(cli->spec.variants[0], "fused");
+  assert_int_equal(cli->spec.n_shapes, 4);
+  assert_int_equal(cli->spec.shapes[1][0], fp_bench_default_dim0[0]);
+  assert_int_equal(cli->spec.shapes[1][1], fp_bench_default_dim1[1]);
+  assert_int_equal(cli->spec.reps, 0);
+  assert_true(cli->spec.rep_ms == 40.0 && cli->spec.warmup_ms == 10.0);
+  assert_int_equal(cli->spec.seed, 20230814);
+  assert_int_equal(cli->format, FP_FORMAT_TABLE);
+  assert_null(cli->out);
+
+  char *a2[] = {"bench", "--shapes", "seed", "--op", "softmax,layernorm", "--reps", "7", "--out",
+                "r.csv", "--shard",  "2/5",  NULL};
+  assert_int_equal(fp_bench_parse_args(argc_of(a2), a2, cli), FP_EXIT_OK);
+  assert_int_equal(cli->spec.n_shapes, 100);
+  assert_int_equal(cli->spec.shapes[0][0], 128);
+  assert_int_equal(cli->spec.shapes[99][0], 65536);
+  assert_int_equal(cli->spec.shapes[99][1], 65536);
+  assert_int_equal(cli->spec.shapes[1][1], 256); /* dim1 fastest */
+  assert_int_equal(cli->spec.n_ops, 2);
+  assert_int_equal(cli->spec.reps, 7);
+  assert_int_equal(cli->format, FP_FORMAT_CSV);
+  assert_int_equal(cli->spec.shard_index, 2);
+  assert_int_equal(cli->spec.shard_count, 5);
+
+  char *a3[] = {"bench",
+                "--dim0",
+                "1,2,3",
+                "--dim1",
+                "10,20",
+                "--out",
+                "r.json",
+                "--variant",
+                "unfused",
+                "--param",
+                "training=false,true",
+                NULL};
+  assert_int_equal(fp_bench_parse_args(argc_of(a3), a3, cli), FP_EXIT_OK);
+  assert_int_equal(cli->spec.n_shapes, 6);
+  assert_int_equal(cli->spec.shapes[5][0], 3);
+  assert_int_equal(cli->spec.shapes[5][1], 20);
+  assert_int_equal(cli->format, FP_FORMAT_JSON);
+  assert_int_equal(cli->spec.n_variants, 1);
+  assert_int_equal(cli->given & FP_GIVEN_PARAMS, FP_GIVEN_PARAMS);
+  char *a5[] = {"bench", "--flush-mib", "128", NULL};
+  assert_int_equal(fp_bench_parse_args(argc_of(a5), a5, cli), FP_EXIT_OK);
+  assert_int_equal(cli->spec.flush_bytes, 128u << 20);
+
+  char *a4[] = {"bench", "--resume", "x.json", NULL};
+  assert_int_equal(fp_bench_parse_args(argc_of(a4), a4, cli), FP_EXIT_OK);
+  assert_string_equal(cli->out, "x.json");
+  assert_int_equal(cli->format, FP_FORMAT_JSON);
+  assert_int_equal(cli->given, 0);
+  free(cli);
+}
+
+/* ---- timing logic --------------------------------------------------------------------------- */
+
+static void test_stats_and_rules(void **state) {
+  (void)state;
+  fp_bench_stats st;
+  const double odd[] = {5, 1, 9, 3, 7};
+  FP_ASSERT_OK(fp_bench_stats_of(odd, 5, &st));
+  assert_true(st.median == 5 && st.min == 1 && st.max == 9);
+  assert_true(odd[0] == 5 && odd[1] == 1); /* not sorted in place */
+  const double even[] = {4, 1, 3, 2};
+  FP_ASSERT_OK(fp_bench_stats_of(even, 4, &st));
+  assert_true(st.median == 2.5 && st.min == 1 && st.max == 4);
+  const double one[] = {42};
+  FP_ASSERT_OK(fp_bench_stats_of(one, 1, &st));
+  assert_true(st.median == 42 && st.min == 42 && st.max == 42);
+  FP_ASSERT_ERR(fp_bench_stats_of(one, 0, &st), FP_ERR_INVALID_ARGUMENT, "no samples");
+
+  /* flush: >= 2x the last-level cache, >= 8 MiB, whole 4 KiB pages */
+  assert_int_equal(fp_bench_flush_bytes(0), 8u << 20);
+  assert_int_equal(fp_bench_flush_bytes(1u << 20), 8u << 20);
+  assert_int_equal(fp_bench_flush_bytes(32u << 20), 64u << 20);
+  assert_int_equal(fp_bench_flush_bytes(50u << 20), 100u << 20);
+  assert_int_equal(fp_bench_flush_bytes((5u << 20) + 1), (10u << 20) + 4096);
+  for (uint64_t l2 = 0; l2 < (64u << 20); l2 += 777777) {
+    uint64_t f = fp_bench_flush_bytes(l2);
+    assert_true(f >= 2 * l2 && f >= (8u << 20) && f % 4096 == 0 && f < 2 * l2 + (8u << 20) + 4096);
+  }
+  /* the flush buffer of a run is sized by that rule from the device's cache */
+  fp_counters c0, c1;
+  fp_counters_get(CTX, &c0);
+  fp_bench_spec s;
+  tiny_spec(&s, "softmax", "4x4");
+  fp_results r;
+  fresh_results(&r, &s);
+  fp_bench_summary sum;
+  fp_counters_reset(CTX);
+  FP_ASSERT_OK(fp_bench_run(CTX, &s, &r, NULL, &sum));
+  fp_counters_get(CTX, &c1);
+  assert_true(c1.bytes_peak - c0.bytes_current >=
+              fp_bench_flush_bytes(fp_context_device(CTX)->l2_cache_bytes));
+  assert_int_equal(c1.bytes_current, c0.bytes_current);
+  const cJSON *fb = cJSON_GetObjectItemCaseSensitive(r.meta.extra, "flush_bytes");
+  assert_true(cJSON_IsNumber(fb) && fb->valuedouble == (double)fp_bench_flush_bytes(
+                                                           fp_context_device(CTX)->l2_cache_bytes));
+  fp_results_free(&r);
+  /* --flush-mib overrides the rule, in the run and in the meta data */
+  s.flush_bytes = 12u << 20;
+  fresh_results(&r, &s);
+  fp_counters_reset(CTX);
+  FP_ASSERT_OK(fp_bench_run(CTX, &s, &r, NULL, &sum));
+  fp_counters_get(CTX, &c1);
+  assert_true(c1.bytes_peak - c0.bytes_current >= (12u << 20) &&
+              c1.bytes_peak - c0.bytes_current < (12u << 20) + (1u << 20));
+  fb = cJSON_GetObjectItemCaseSensitive(r.meta.extra, "flush_bytes");
+  assert_true(cJSON_IsNumber(fb) && fb->valuedouble == (double)(12u << 20));
+  fp_bench_spec back;
+  FP_ASSERT_OK(fp_bench_spec_from_json(r.meta.options, &back));
+  assert_int_equal(back.flush_bytes, 12u << 20);
+  fp_results_free(&r);
+
+  /* repetitions: exactly --reps, else rep_ms over (run + flush), clamped */
+  fp_bench_spec_init(&s);
+  assert_int_equal(fp_bench_rep_count(&s, 1.0, 1.0), 20);
+  assert_int_equal(fp_bench_rep_count(&s, 30.0, 10.0), 5);
+  assert_int_equal(fp_bench_rep_count(&s, 1e-6, 0.0), 10000);
+  assert_int_equal(fp_bench_rep_count(&s, 0.0, 0.0), 10000);
+  s.reps = 3;
+  assert_int_equal(fp_bench_rep_count(&s, 1e-6, 0.0), 3);
+  assert_int_equal(fp_bench_warmup_count(&s, 1.0), 10);
+  assert_int_equal(fp_bench_warmup_count(&s, 100.0), 1);
+  s.warmup_ms = 0;
+  assert_int_equal(fp_bench_warmup_count(&s, 1.0), 0);
+}
+
+/* ---- the sweep --------------------------------------------------------------------------- */
+
+static void test_sweep_cells(void **state) {
+  (void)state;
+  fp_bench_spec s;
+  tiny_spec(&s, "softmax,bias_dropout_add", "3x5,16x64");
+  snprintf(s.params[0].name, sizeof s.params[0].name, "training");
+  snprintf(s.params[0].values, sizeof s.params[0].values, "false,true");
+  s.n_params = 1;
+  fp_results r;
+  fresh_results(&r, &s);
+  fp_bench_summary sum;
+  FP_ASSERT_OK(fp_bench_run(CTX, &s, &r, NULL, &sum));
+  /* softmax: 2 shapes x 2 variants; bias_dropout_add: 2 shapes x 2 trainings x 2 */
+  assert_int_equal(sum.total, 12);
+  assert_int_equal(r.n_cells, 12);
+  assert_int_equal(sum.count[FP_CELL_OK], 12);
+  assert_int_equal(sum.leaked_bytes, 0);
+  assert_false(sum.interrupted);
+  const fp_cell *c = &r.cells[0];
+  assert_string_equal(c->op, "softmax");
+  assert_string_equal(c->variant, "fused");
+  assert_string_equal(c->backend, "cpu");
+  assert_int_equal(c->dim0, 3);
+  assert_int_equal(c->reps, 2);
+  assert_true(c->ok && c->kernels == 1 && c->footprint_bytes == 0);
+  assert_true(c->median_us >= c->min_us && c->max_us >= c->median_us && c->min_us > 0);
+  assert_true(c->bytes == 2 * 3 * 5 * 4 && c->peak_bytes == 2 * 3 * 5 * 4);
+  assert_true(fabs(c->bw_frac - c->gbps / 10.0) <= 1e-5 * c->bw_frac + 1e-12);
+  assert_true(c->compile_ms == 0 && isfinite(c->max_abs_err));
+  const fp_cell *u = &r.cells[1];
+  assert_string_equal(u->variant, "unfused");
+  assert_true(u->ok && u->kernels > 1 && u->footprint_bytes > 0);
+  assert_true(u->peak_bytes == c->peak_bytes + u->footprint_bytes);
+  /* canonical order: op, shape, params (the last listed fastest), variant */
+  assert_string_equal(r.cells[4].op, "bias_dropout_add");
+  assert_non_null(strstr(r.cells[4].params, "training=false"));
+  assert_int_equal(r.cells[4].dim0, 3);
+  assert_non_null(strstr(r.cells[6].params, "training=true"));
+  assert_int_equal(r.cells[6].dim0, 3);
+  assert_int_equal(r.cells[8].dim0, 16);
+  fp_bench_plan plan;
+  memset(&plan, 0, sizeof plan); /* an empty sweep has no place for any cell */
+  assert_int_equal(fp_bench_cell_rank(&s, &plan, &r.cells[0]), -1);
+  FP_ASSERT_OK(fp_bench_plan_build(&s, &plan));
+  for (int k = 1; k < r.n_cells; ++k)
+    assert_true(fp_bench_cell_rank(&s, &plan, &r.cells[k]) >
+                fp_bench_cell_rank(&s, &plan, &r.cells[k - 1]));
+  fp_bench_plan_free(&plan);
+  fp_results_free(&r);
+}
+
+/* A copy of softmax whose reference is off by one: every cell runs and is
+ * timed, and is recorded as "fail", never as a success. */
+static void wrong_reference(const fp_problem *p, const fp_host_tensor *in, int64_t r0, int64_t r1,
+                            double *const *out) {
+  const fp_op *real = fp_op_find("softmax");
+  fp_problem q = *p;
+  q.op = real;
+  real->reference(&q, in, r0, r1, out);
+  int64_t n = (r1 - r0) * fp_problem_int(p, 1);
+  for (int64_t i = 0; i < n; ++i)
+    out[0][i] += 1.0;
+}
+
+/* A copy of softmax that counts its reference calls. */
+static int reference_calls;
+
+static void counting_reference(const fp_problem *p, const fp_host_tensor *in, int64_t r0,
+                               int64_t r1, double *const *out) {
+  const fp_op *real = fp_op_find("softmax");
+  fp_problem q = *p;
+  q.op = real;
+  real->reference(&q, in, r0, r1, out);
+  reference_calls++;
+}
+
+static void test_reference_once_per_group(void **state) {
+  (void)state;
+  fp_op counted = *fp_op_find("softmax");
+  counted.reference = counting_reference;
+  fp_bench_spec s;
+  tiny_spec(&s, "softmax", "4x8,1000x700");
+  s.ops[0] = &counted;
+  s.sample_elems = 100000; /* 1000x700 is checked on 3 row ranges */
+  fp_results r;
+  fresh_results(&r, &s);
+  fp_bench_summary sum;
+  reference_calls = 0;
+  FP_ASSERT_OK(fp_bench_run(CTX, &s, &r, NULL, &sum));
+  assert_int_equal(sum.count[FP_CELL_OK], 4);
+  /* both variants checked against one reference: 1 range + 3 ranges */
+  assert_int_equal(reference_calls, 1 + 3);
+  fp_results_free(&r);
+}
+
+static void test_wrong_result_is_fail(void **state) {
+  (void)state;
+  fp_op broken = *fp_op_find("softmax");
+  broken.reference = wrong_reference;
+  fp_bench_spec s;
+  tiny_spec(&s, "softmax", "4x8,8x4");
+  s.ops[0] = &broken;
+  fp_results r;
+  fresh_results(&r, &s);
+  fp_bench_summary sum;
+  FP_ASSERT_OK(fp_bench_run(CTX, &s, &r, NULL, &sum));
+  assert_int_equal(r.n_cells, 4);
+  assert_int_equal(sum.count[FP_CELL_FAIL], 4);
+  assert_int_equal(sum.count[FP_CELL_OK], 0);
+  for (int k = 0; k < r.n_cells; ++k) {
+    assert_false(r.cells[k].ok);
+    assert_true(r.cells[k].median_us > 0); /* still timed */
+    assert_non_null(strstr(r.cells[k].message, "outside the tolerance"));
+  }
+  fp_results_free(&r);
+}
+
+/* ---- out of memory ----------------------------------------------------------------------------
+ */
+
+static void test_oom_goes_on(void **state) {
+  (void)state;
+  uint64_t flush = fp_bench_flush_bytes(fp_context_device(CTX)->l2_cache_bytes);
+  fp_counters c0;
+  fp_counters_get(CTX, &c0);
+  /* room for 10 MiB of cells next to the flush buffer: 1024x1024 softmax
+   * fits fused (8 MiB in and out) but not unfused (8 MiB more of
+   * intermediates); 2048x2048 (32 MiB) fits in neither */
+  FP_ASSERT_OK(fp_context_set_mem_limit(CTX, c0.bytes_current + flush + (10u << 20)));
+  fp_bench_spec s;
+  tiny_spec(&s, "softmax,layernorm", "16x16,2048x2048,1024x1024,32x8");
+  fp_results r;
+  fresh_results(&r, &s);
+  fp_bench_summary sum;
+  fp_status st = fp_bench_run(CTX, &s, &r, NULL, &sum);
+  FP_ASSERT_OK(fp_context_set_mem_limit(CTX, 0));
+  FP_ASSERT_OK(st);
+  assert_int_equal(r.n_cells, 16);
+  assert_false(sum.interrupted);
+  assert_int_equal(sum.leaked_bytes, 0);
+  fp_counters c1;
+  fp_counters_get(CTX, &c1);
+  assert_int_equal(c1.bytes_current, c0.bytes_current);
+  const struct {
+    int cell;
+    fp_cell_status status;
+  } want[] = {{0, FP_CELL_OK}, {1, FP_CELL_OK},   {2, FP_CELL_OOM},  {3, FP_CELL_OOM},
+              {4, FP_CELL_OK}, {5, FP_CELL_OOM},  {6, FP_CELL_OK},   {7, FP_CELL_OK},
+              {8, FP_CELL_OK}, {10, FP_CELL_OOM}, {11, FP_CELL_OOM}, {14, FP_CELL_OK},
+              {15, FP_CELL_OK}};
+  for (size_t k = 0; k < sizeof want / sizeof want[0]; ++k) {
+    const fp_cell *c = &r.cells[want[k].cell];
+    if (c->status != want[k].status)
+      fail_msg("cell %d (%s %s %lldx%lld) is %s, wanted %s: %s", want[k].cell, c->op, c->variant,
+               (long long)c->dim0, (long long)c->dim1, fp_cell_status_name(c->status),
+               fp_cell_status_name(want[k].status), c->message);
+    if (c->status == FP_CELL_OOM) {
+      assert_false(c->ok);
+      assert_true(isnan(c->median_us));
+      assert_non_null(strstr(c->message, "out-of-memory"));
+    }
+  }
+  /* the table marks them */
+  FILE *f = tmpfile();
+  assert_non_null(f);
+  fp_bench_print_table(f, &r);
+  rewind(f);
+  char text[16384];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = '\0';
+  fclose(f);
+  assert_non_null(strstr(text, "== softmax =="));
+  assert_non_null(strstr(text, "relative performance"));
+  assert_non_null(strstr(text, "OOM"));
+  fp_results_free(&r);
+}
+
+/* ---- resume ------------------------------------------------------------------------------------
+ */
+
+typedef struct writer {
+  const char *path;
+  int groups;
+} writer;
+
+static fp_status write_json(void *user, fp_results *r) {
+  writer *w = user;
+  w->groups++;
+  char *text = NULL;
+  fp_status st = fp_results_to_json(r, &text);
+  if (st == FP_OK)
+    st = fp_write_file_atomic(w->path, text, strlen(text));
+  free(text);
+  return st;
+}
+
+static void test_resume(void **state) {
+  (void)state;
+  fp_bench_spec s;
+  tiny_spec(&s, "softmax,hreduce_reduce", "4x4,8x16,2x3");
+  /* the uninterrupted run */
+  fp_results whole;
+  fresh_results(&whole, &s);
+  fp_bench_summary sum;
+  FP_ASSERT_OK(fp_bench_run(CTX, &s, &whole, NULL, &sum));
+  assert_int_equal(whole.n_cells, 12);
+
+  /* interrupted after 2 of 6 groups (the test hook stands for ^C) */
+  const char *path = tpath("resume.json");
+  fp_results part;
+  fresh_results(&part, &s);
+  writer w = {path, 0};
+  fp_bench_hooks hooks;
+  memset(&hooks, 0, sizeof hooks);
+  hooks.on_group = write_json;
+  hooks.user = &w;
+  hooks.stop_after_groups = 2;
+  FP_ASSERT_OK(fp_bench_run(CTX, &s, &part, &hooks, &sum));
+  assert_true(sum.interrupted);
+  assert_int_equal(w.groups, 2);
+  fp_results_free(&part);
+
+  /* the file on disk is valid and holds exactly those groups */
+  fp_results file;
+  FP_ASSERT_OK(fp_results_read_file(path, &file));
+  assert_int_equal(file.n_cells, 4);
+
+  /* --resume: the options come from the file; given ones must match */
+  fp_bench_cli *cli = malloc(sizeof *cli);
+  assert_non_null(cli);
+  char *bad[] = {"bench", "--resume", (char *)path, "--op", "softmax", NULL};
+  assert_int_equal(fp_bench_parse_args(argc_of(bad), bad, cli), FP_EXIT_OK);
+  fflush(stderr);
+  assert_false(fp_bench_resume_spec(cli, &file, path)); /* prints "... ops ..." */
+  char *bad2[] = {"bench", "--resume", (char *)path, "--backend", "opencl", NULL};
+  assert_int_equal(fp_bench_parse_args(argc_of(bad2), bad2, cli), FP_EXIT_OK);
+  assert_false(fp_bench_resume_spec(cli, &file, path));
+  char *good[] = {"bench", "--resume", (char *)path, "--reps", "2", NULL};
+  assert_int_equal(fp_bench_parse_args(argc_of(good), good, cli), FP_EXIT_OK);
+  assert_true(fp_bench_resume_spec(cli, &file, path));
+  assert_string_equal(cli->target.backend, "cpu");
+  assert_true(fp_bench_resume_device(&file, path, CTX));
+
+  /* continue: the missing groups run, nothing is redone or lost */
+  hooks.stop_after_groups = 0;
+  w.groups = 0;
+  FP_ASSERT_OK(fp_bench_run(CTX, &cli->spec, &file, &hooks, &sum));
+  assert_int_equal(sum.resumed, 4);
+  assert_int_equal(sum.ran, 8);
+  assert_int_equal(w.groups, 4);
+  assert_false(sum.interrupted);
+  fp_results done;
+  FP_ASSERT_OK(fp_results_read_file(path, &done));
+  assert_int_equal(done.n_cells, whole.n_cells);
+  for (int k = 0; k < whole.n_cells; ++k)
+    assert_same_cell(&whole.cells[k], &done.cells[k]);
+  /* the cells that were there are kept as they were (not rerun) */
+  assert_true(done.cells[0].median_us == file.cells[0].median_us);
+  assert_true(done.cells[3].median_us == file.cells[3].median_us);
+
+  /* a stop requested before the first group: nothing runs, nothing written */
+  volatile sig_atomic_t flag = 1;
+  const char *path2 = tpath("signal.json");
+  fp_results sig;
+  fresh_results(&sig, &s);
+  writer w2 = {path2, 0};
+  hooks.user = &w2;
+  hooks.stop = &flag;
+  FP_ASSERT_OK(fp_bench_run(CTX, &s, &sig, &hooks, &sum));
+  assert_true(sum.interrupted);
+  assert_int_equal(sig.n_cells, 0);
+  assert_int_equal(w2.groups, 0);
+  fp_results_free(&sig);
+
+  /* the whole CLI: an interrupted file, then `bench --resume FILE` */
+  char *cont[] = {"bench", "--resume", (char *)path2, "--quiet", NULL};
+  fresh_results(&sig, &s);
+  hooks.stop = NULL;
+  hooks.stop_after_groups = 3;
+  FP_ASSERT_OK(fp_bench_run(CTX, &s, &sig, &hooks, &sum));
+  assert_true(sum.interrupted);
+  fp_results_free(&sig);
+  assert_int_equal(fp_cmd_bench(argc_of(cont), cont), FP_EXIT_OK);
+  FP_ASSERT_OK(fp_results_read_file(path2, &sig));
+  assert_int_equal(sig.n_cells, whole.n_cells);
+  for (int k = 0; k < whole.n_cells; ++k)
+    assert_same_cell(&whole.cells[k], &sig.cells[k]);
+  /* once complete, resuming again has nothing to do and succeeds */
+  assert_int_equal(fp_cmd_bench(argc_of(cont), cont), FP_EXIT_OK);
+  fp_results_free(&sig);
+
+  free(cli);
+  fp_results_free(&done);
+  fp_results_free(&file);
+  fp_results_free(&whole);
+}
+
+/* on_cell that raises the stop flag after `after` cells */
+typedef struct stopper {
+  volatile sig_atomic_t *flag;
+  int after;
+} stopper;
+
+static void stop_on_cell(void *user, const fp_cell *c, int done, int total) {
+  (void)c;
+  (void)total;
+  stopper *s = user;
+  if (done >= s->after)
+    *s->flag = 1;
+}
+
+/* Both: the stopper and a writer. */
+typedef struct stop_writer {
+  stopper stop;
+  writer write;
+} stop_writer;
+
+static void sw_on_cell(void *user, const fp_cell *c, int done, int total) {
+  stop_on_cell(&((stop_writer *)user)->stop, c, done, total);
+}
+
+static fp_status sw_write(void *user, fp_results *r) {
+  return write_json(&((stop_writer *)user)->write, r);
+}
+
+static void test_signal_mid_group(void **state) {
+  (void)state;
+  fp_bench_spec s;
+  tiny_spec(&s, "layernorm", "4x4,8x8,16x16");
+  fp_results r;
+  fresh_results(&r, &s);
+  volatile sig_atomic_t flag = 0;
+  const char *path = tpath("midgroup.json");
+  stop_writer sw = {{&flag, 3}, {path, 0}}; /* stop after the fused cell of group 2 */
+  fp_bench_hooks hooks;
+  memset(&hooks, 0, sizeof hooks);
+  hooks.stop = &flag;
+  hooks.on_cell = sw_on_cell;
+  hooks.on_group = sw_write;
+  hooks.on_group_start = sw_write;
+  hooks.user = &sw;
+  fp_bench_summary sum;
+  FP_ASSERT_OK(fp_bench_run(CTX, &s, &r, &hooks, &sum));
+  assert_true(sum.interrupted);
+  assert_int_equal(r.n_cells, 2); /* the half-run group is not kept */
+  assert_int_equal(r.cells[0].dim0, 4);
+  assert_int_equal(r.cells[1].dim0, 4);
+  assert_int_equal(sum.leaked_bytes, 0);
+  fp_results_free(&r);
+  /* the file holds the first group and does not claim the second died */
+  FP_ASSERT_OK(fp_results_read_file(path, &r));
+  assert_int_equal(r.n_cells, 2);
+  assert_false(r.meta.running);
+  fp_results_free(&r);
+}
+
+/* A run that dies inside a group (a hang killed by a timeout, a driver
+ * crash) leaves meta.running in the file; --resume records that group as
+ * error instead of running into it again, and completes the rest. */
+static void test_died_group_is_skipped(void **state) {
+  (void)state;
+  fp_bench_spec s;
+  tiny_spec(&s, "softmax", "4x4,8x8,16x16");
+  const char *path = tpath("died.json");
+  fp_results r;
+  fresh_results(&r, &s);
+  writer w = {path, 0};
+  fp_bench_hooks hooks;
+  memset(&hooks, 0, sizeof hooks);
+  hooks.on_group = write_json;
+  hooks.on_group_start = write_json;
+  hooks.user = &w;
+  hooks.stop_after_groups = 1;
+  fp_bench_summary sum;
+  FP_ASSERT_OK(fp_bench_run(CTX, &s, &r, &hooks, &sum));
+  assert_int_equal(w.groups, 2); /* the start and the end of group 1 */
+  fp_results_free(&r);
+  /* what a process killed inside group 2 leaves behind */
+  FP_ASSERT_OK(fp_results_read_file(path, &r));
+  assert_false(r.meta.running);
+  r.meta.running = true;
+  fp_cell_init(&r.meta.running_key);
+  snprintf(r.meta.running_key.op, sizeof r.meta.running_key.op, "softmax");
+  r.meta.running_key.dim0 = 8;
+  r.meta.running_key.dim1 = 8;
+  write_results(&r, path);
+  fp_results_free(&r);
+  FP_ASSERT_OK(fp_results_read_file(path, &r));
+  assert_true(r.meta.running);
+  assert_int_equal(r.meta.running_key.dim0, 8);
+  /* resume */
+  hooks.stop_after_groups = 0;
+  FP_ASSERT_OK(fp_bench_run(CTX, &s, &r, &hooks, &sum));
+  assert_int_equal(sum.died, 2);
+  assert_int_equal(r.n_cells, 6);
+  assert_int_equal(sum.count[FP_CELL_OK], 4);
+  assert_int_equal(sum.count[FP_CELL_ERROR], 2);
+  for (int k = 2; k < 4; ++k) {
+    assert_int_equal(r.cells[k].dim0, 8);
+    assert_int_equal(r.cells[k].status, FP_CELL_ERROR);
+    assert_non_null(strstr(r.cells[k].message, "died"));
+  }
+  assert_int_equal(r.cells[5].status, FP_CELL_OK);
+  fp_results_free(&r);
+  FP_ASSERT_OK(fp_results_read_file(path, &r));
+  assert_false(r.meta.running);
+  assert_int_equal(r.n_cells, 6);
+  fp_results_free(&r);
+  /* --retry-errors runs them again */
+  char *retry[] = {"bench", "--resume", (char *)path, "--retry-errors", "--quiet", NULL};
+  assert_int_equal(fp_cmd_bench(argc_of(retry), retry), FP_EXIT_OK);
+  FP_ASSERT_OK(fp_results_read_file(path, &r));
+  assert_int_equal(r.n_cells, 6);
+  for (int k = 0; k < 6; ++k)
+    assert_int_equal(r.cells[k].status, FP_CELL_OK);
+  fp_results_free(&r);
+}
+
+/* ---- shards and merge
+ * ---------------------------------------------------------------------------- */
+
+static void test_shard_merge(void **state) {
+  (void)state;
+  const char *full = tpath("full.json"), *merged = tpath("merged.json");
+  const char *common[] = {"--backend", "cpu",    "--op",        "softmax,pointwise_chain,layernorm",
+                          "--dim0",    "2,8,17", "--dim1",      "3,32",
+                          "--reps",    "2",      "--warmup-ms", "0",
+                          "--quiet"};
+  char *argv[32];
+  int n = 0;
+  argv[n++] = "bench";
+  for (size_t k = 0; k < sizeof common / sizeof common[0]; ++k)
+    argv[n++] = (char *)common[k];
+  argv[n++] = "--out";
+  argv[n++] = (char *)full;
+  argv[n] = NULL;
+  assert_int_equal(fp_cmd_bench(n, argv), FP_EXIT_OK);
+  const char *shard_files[3];
+  for (int i = 0; i < 3; ++i) {
+    char name[32], spec[16];
+    snprintf(name, sizeof name, "shard%d.json", i);
+    snprintf(spec, sizeof spec, "%d/3", i);
+    shard_files[i] = tpath(name);
+    argv[n - 1] = (char *)shard_files[i];
+    argv[n] = "--shard";
+    argv[n + 1] = spec;
+    argv[n + 2] = NULL;
+    assert_int_equal(fp_cmd_bench(n + 2, argv), FP_EXIT_OK);
+    fp_results one;
+    FP_ASSERT_OK(fp_results_read_file(shard_files[i], &one));
+    assert_true(one.n_cells > 0 && one.n_cells < 36);
+    fp_results_free(&one);
+  }
+  char err[4096];
+  char *m[] = {"merge",
+               (char *)merged,
+               (char *)shard_files[2],
+               (char *)shard_files[0],
+               (char *)shard_files[1],
+               NULL};
+  assert_int_equal(run_captured(fp_cmd_merge, m, err, sizeof err), FP_EXIT_OK);
+  fp_results a, b;
+  FP_ASSERT_OK(fp_results_read_file(full, &a));
+  FP_ASSERT_OK(fp_results_read_file(merged, &b));
+  assert_int_equal(a.n_cells, 36);
+  assert_int_equal(b.n_cells, a.n_cells);
+  for (int k = 0; k < a.n_cells; ++k)
+    assert_same_cell(&a.cells[k], &b.cells[k]);
+  assert_true(cJSON_Compare(a.meta.options, b.meta.options, true));
+  assert_string_equal(a.meta.device, b.meta.device);
+  assert_string_equal(a.meta.backend, b.meta.backend);
+  assert_string_equal(a.meta.git_commit, b.meta.git_commit);
+  const cJSON *ms = cJSON_GetObjectItemCaseSensitive(b.meta.extra, "merged_shards");
+  assert_true(cJSON_IsNumber(ms) && ms->valuedouble == 3);
+  fp_results_free(&a);
+  fp_results_free(&b);
+
+  /* refusals */
+  char *missing[] = {"merge", (char *)merged, (char *)shard_files[0], (char *)shard_files[1], NULL};
+  assert_int_equal(run_captured(fp_cmd_merge, missing, err, sizeof err), FP_EXIT_FAIL);
+  assert_non_null(strstr(err, "shard 2/3 is missing"));
+  char *twice[] = {"merge",
+                   (char *)merged,
+                   (char *)shard_files[0],
+                   (char *)shard_files[0],
+                   (char *)shard_files[1],
+                   NULL};
+  assert_int_equal(run_captured(fp_cmd_merge, twice, err, sizeof err), FP_EXIT_FAIL);
+  assert_non_null(strstr(err, "given twice"));
+  char *unsharded[] = {"merge", (char *)merged, (char *)full, NULL};
+  assert_int_equal(run_captured(fp_cmd_merge, unsharded, err, sizeof err), FP_EXIT_FAIL);
+  assert_non_null(strstr(err, "not a shard"));
+  /* a shard of another sweep (another seed) */
+  const char *other = tpath("other.json");
+  argv[n - 1] = (char *)other;
+  argv[n] = "--shard";
+  argv[n + 1] = "1/3";
+  argv[n + 2] = "--seed";
+  argv[n + 3] = "7";
+  argv[n + 4] = NULL;
+  assert_int_equal(fp_cmd_bench(n + 4, argv), FP_EXIT_OK);
+  char *foreign[] = {"merge",       (char *)merged,         (char *)shard_files[0],
+                     (char *)other, (char *)shard_files[2], NULL};
+  assert_int_equal(run_captured(fp_cmd_merge, foreign, err, sizeof err), FP_EXIT_FAIL);
+  assert_non_null(strstr(err, "option seed"));
+}
+
+/* ---- compare ----------------------------------------------------------------------------------
+ */
+
+static void add_cell(fp_results *r, const char *op, const char *variant, int64_t d0, int64_t d1,
+                     fp_cell_status status, double median) {
+  fp_cell c;
+  fp_cell_init(&c);
+  snprintf(c.op, sizeof c.op, "%s", op);
+  snprintf(c.variant, sizeof c.variant, "%s", variant);
+  snprintf(c.backend, sizeof c.backend, "cpu");
+  c.dim0 = d0;
+  c.dim1 = d1;
+  c.status = status;
+  c.ok = status == FP_CELL_OK;
+  c.median_us = median;
+  FP_ASSERT_OK(fp_results_add(r, &c));
+}
+
+static void test_compare(void **state) {
+  (void)state;
+  fp_results a, b;
+  fp_results_init(&a);
+  fp_results_init(&b);
+  snprintf(a.meta.backend, sizeof a.meta.backend, "opencl");
+  snprintf(b.meta.backend, sizeof b.meta.backend, "cuda");
+  add_cell(&a, "softmax", "fused", 128, 128, FP_CELL_OK, 100);
+  add_cell(&a, "softmax", "fused", 128, 256, FP_CELL_OK, 200);
+  add_cell(&a, "softmax", "fused", 256, 128, FP_CELL_OK, 400);
+  add_cell(&a, "softmax", "unfused", 128, 128, FP_CELL_OK, 1000);
+  add_cell(&a, "layernorm", "fused", 128, 128, FP_CELL_OK, 300);
+  add_cell(&b, "softmax", "fused", 128, 128, FP_CELL_OK, 50);  /* 2.0 */
+  add_cell(&b, "softmax", "fused", 128, 256, FP_CELL_OK, 400); /* 0.5 */
+  add_cell(&b, "softmax", "fused", 256, 128, FP_CELL_OOM, NAN);
+  add_cell(&b, "softmax", "unfused", 128, 128, FP_CELL_OK, 10);
+  add_cell(&b, "layernorm", "fused", 128, 128, FP_CELL_OK, 100); /* 3.0 */
+  const char *pa = tpath("a.json"), *pb = tpath("b.json"), *out = tpath("cmp.json");
+  write_results(&a, pa);
+  write_results(&b, pb);
+  char *argv[] = {"compare", (char *)pa, (char *)pb,  "--format",
+                  "json",    "--out",    (char *)out, NULL};
+  assert_int_equal(fp_cmd_compare(argc_of(argv), argv), FP_EXIT_OK);
+  char *text = NULL;
+  FP_ASSERT_OK(fp_read_file(out, &text, NULL));
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  assert_non_null(root);
+  const cJSON *ops = cJSON_GetObjectItemCaseSensitive(root, "ops");
+  assert_int_equal(cJSON_GetArraySize(ops), 2);
+  const cJSON *sm = cJSON_GetArrayItem(ops, 0);
+  assert_string_equal(cJSON_GetObjectItemCaseSensitive(sm, "op")->valuestring, "softmax");
+  assert_true(fabs(cJSON_GetObjectItemCaseSensitive(sm, "geomean")->valuedouble - 1.0) < 1e-12);
+  assert_int_equal(cJSON_GetObjectItemCaseSensitive(sm, "cells")->valueint, 2);
+  const cJSON *grid = cJSON_GetObjectItemCaseSensitive(sm, "grid");
+  assert_int_equal(cJSON_GetArraySize(grid), 3);
+  const cJSON *g0 = cJSON_GetArrayItem(grid, 0);
+  assert_true(cJSON_GetObjectItemCaseSensitive(g0, "ratio")->valuedouble == 2.0);
+  const cJSON *g2 = cJSON_GetArrayItem(grid, 2); /* 256x128: oom in b */
+  assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(g2, "ratio")));
+  assert_string_equal(cJSON_GetObjectItemCaseSensitive(g2, "b_status")->valuestring, "oom");
+  const cJSON *ln = cJSON_GetArrayItem(ops, 1);
+  assert_true(fabs(cJSON_GetObjectItemCaseSensitive(ln, "geomean")->valuedouble - 3.0) < 1e-12);
+  double overall = cJSON_GetObjectItemCaseSensitive(root, "geomean")->valuedouble;
+  assert_true(fabs(overall - cbrt(3.0)) < 1e-12);
+  cJSON_Delete(root);
+
+  /* the table: ratios, OOM, the means */
+  char *targv[] = {"compare", (char *)pa, (char *)pb, "--out", (char *)out, NULL};
+  assert_int_equal(fp_cmd_compare(argc_of(targv), targv), FP_EXIT_OK);
+  FP_ASSERT_OK(fp_read_file(out, &text, NULL));
+  assert_non_null(strstr(text, "2.000"));
+  assert_non_null(strstr(text, "0.500"));
+  assert_non_null(strstr(text, "OOM"));
+  assert_non_null(strstr(text, "geometric mean A/B: 1.000 over 2 cells"));
+  assert_non_null(strstr(text, ">1: B is faster"));
+  free(text);
+  /* the unfused variant */
+  char *uargv[] = {"compare",  (char *)pa, (char *)pb, "--variant", "unfused",
+                   "--format", "csv",      "--out",    (char *)out, NULL};
+  assert_int_equal(fp_cmd_compare(argc_of(uargv), uargv), FP_EXIT_OK);
+  FP_ASSERT_OK(fp_read_file(out, &text, NULL));
+  assert_non_null(strstr(text, "softmax,,unfused,128,128,ok,ok,1000.000,10.000,100\n"));
+  free(text);
+
+  /* no common cell: refused */
+  fp_results c;
+  fp_results_init(&c);
+  add_cell(&c, "norm_chain", "fused", 128, 128, FP_CELL_OK, 5);
+  const char *pc = tpath("c.json");
+  write_results(&c, pc);
+  char err[4096];
+  char *none[] = {"compare", (char *)pa, (char *)pc, NULL};
+  assert_int_equal(run_captured(fp_cmd_compare, none, err, sizeof err), FP_EXIT_FAIL);
+  assert_non_null(strstr(err, "no fused cell that is ok in both"));
+  char *nofile[] = {"compare", (char *)pa, (char *)tpath("nope.json"), NULL};
+  assert_int_equal(run_captured(fp_cmd_compare, nofile, err, sizeof err), FP_EXIT_FAIL);
+  assert_non_null(strstr(err, "nope.json"));
+  fp_results_free(&a);
+  fp_results_free(&b);
+  fp_results_free(&c);
+}
+
+/* ---- files
+ * ---------------------------------------------------------------------------------------- */
+
+static void test_json_round_trip(void **state) {
+  (void)state;
+  fp_bench_spec s;
+  tiny_spec(&s, "bias_dropout_add,softmax", "4x4,3x7");
+  fp_results r;
+  fresh_results(&r, &s);
+  fp_bench_summary sum;
+  FP_ASSERT_OK(fp_bench_run(CTX, &s, &r, NULL, &sum));
+  /* the awkward cases: nulls, quotes, commas, newlines, non-ASCII, oom */
+  fp_cell odd;
+  fp_cell_init(&odd);
+  snprintf(odd.op, sizeof odd.op, "softmax");
+  snprintf(odd.variant, sizeof odd.variant, "fused");
+  snprintf(odd.backend, sizeof odd.backend, "cpu");
+  odd.dim0 = 65536;
+  odd.dim1 = 65536;
+  odd.status = FP_CELL_OOM;
+  odd.footprint_bytes = 17179869184.0;
+  snprintf(odd.message, sizeof odd.message, "plan: \"quoted\", comma,\nnew line \\ µs");
+  FP_ASSERT_OK(fp_results_add(&r, &odd));
+  r.meta.running = true; /* the marker of a group in progress survives too */
+  r.meta.running_key = odd;
+  char *t1 = NULL, *t2 = NULL;
+  FP_ASSERT_OK(fp_results_to_json(&r, &t1));
+  fp_results back;
+  FP_ASSERT_OK(fp_results_from_json(t1, "t1", &back));
+  FP_ASSERT_OK(fp_results_to_json(&back, &t2));
+  assert_string_equal(t1, t2);
+  assert_int_equal(back.n_cells, r.n_cells);
+  for (int k = 0; k < r.n_cells; ++k) {
+    assert_same_cell(&r.cells[k], &back.cells[k]);
+    assert_true(r.cells[k].median_us == back.cells[k].median_us ||
+                (isnan(r.cells[k].median_us) && isnan(back.cells[k].median_us)));
+    assert_string_equal(r.cells[k].message, back.cells[k].message);
+  }
+  assert_true(isnan(back.cells[r.n_cells - 1].median_us));
+  assert_true(cJSON_Compare(r.meta.options, back.meta.options, true));
+  assert_true(r.meta.copy_gbps == back.meta.copy_gbps);
+  assert_string_equal(r.meta.date, back.meta.date);
+  assert_true(back.meta.running && back.meta.running_key.dim0 == 65536);
+  assert_string_equal(back.meta.running_key.op, "softmax");
+  /* every documented field is in the file */
+  cJSON *root = cJSON_Parse(t1);
+  const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "meta");
+  static const char *const meta_keys[] = {"device",           "driver",     "backend", "platform",
+                                          "fuseport_version", "git_commit", "date",    "host",
+                                          "options",          "copy_gbps"};
+  for (size_t k = 0; k < sizeof meta_keys / sizeof meta_keys[0]; ++k)
+    assert_non_null(cJSON_GetObjectItemCaseSensitive(meta, meta_keys[k]));
+  const cJSON *cell = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "cells"), 0);
+  static const char *const cell_keys[] = {
+      "op",         "variant",    "backend",     "shape",
+      "status",     "median_us",  "min_us",      "max_us",
+      "reps",       "kernels",    "bytes",       "gbps",
+      "bw_frac",    "flops",      "gflops",      "footprint_bytes",
+      "peak_bytes", "compile_ms", "max_abs_err", "max_rel_err",
+      "rel_l2_err", "ok",         "message"};
+  for (size_t k = 0; k < sizeof cell_keys / sizeof cell_keys[0]; ++k)
+    if (cJSON_GetObjectItemCaseSensitive(cell, cell_keys[k]) == NULL)
+      fail_msg("cell field %s is missing", cell_keys[k]);
+  cJSON_Delete(root);
+  /* CSV: a header and a row per cell, RFC 4180 quoting */
+  char *csv = NULL;
+  FP_ASSERT_OK(fp_results_to_csv(&r, &csv));
+  int lines = 0;
+  for (const char *p = csv; *p != '\0'; ++p)
+    lines += *p == '\n';
+  assert_int_equal(lines, r.n_cells + 1 + 1); /* + the message's own line break */
+  assert_non_null(strstr(csv, "\"plan: \"\"quoted\"\", comma,\nnew line \\ µs\""));
+  assert_non_null(strstr(csv, ",oom,,,,,,,,,,,17179869184,"));
+  free(csv);
+  /* malformed files are refused with a reason */
+  fp_results bad;
+  FP_ASSERT_ERR(fp_results_from_json("{\"meta\": {}, \"cells\": [", "x", &bad),
+                FP_ERR_INVALID_ARGUMENT, "not valid JSON");
+  FP_ASSERT_ERR(fp_results_from_json("{\"meta\": {}, \"cells\": [{\"op\":\"a\",\"variant\":\"b\","
+                                     "\"shape\":[1,2],\"status\":\"meh\"}]}",
+                                     "y", &bad),
+                FP_ERR_INVALID_ARGUMENT, "meh");
+  FP_ASSERT_ERR(fp_results_from_json("{\"meta\": {}, \"cells\": [{\"op\":\"a\",\"variant\":\"b\","
+                                     "\"shape\":[1],\"status\":\"ok\"}]}",
+                                     "z", &bad),
+                FP_ERR_INVALID_ARGUMENT, "shape");
+  free(t1);
+  free(t2);
+  fp_results_free(&back);
+  fp_results_free(&r);
+}
+
+static void test_atomic_write(void **state) {
+  (void)state;
+  const char *path = tpath("atomic.txt");
+  FP_ASSERT_OK(fp_write_file_atomic(path, "first", 5));
+  FP_ASSERT_OK(fp_write_file_atomic(path, "second", 6));
+  char *text = NULL;
+  size_t len = 0;
+  FP_ASSERT_OK(fp_read_file(path, &text, &len));
+  assert_int_equal(len, 6);
+  assert_string_equal(text, "second");
+  free(text);
+  char tmp[600];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  assert_int_not_equal(access(tmp, F_OK), 0); /* no temporary left behind */
+  FP_ASSERT_ERR(fp_write_file_atomic(tpath("no/such/dir/x.json"), "x", 1), FP_ERR_IO,
+                "no/such/dir");
+  FP_ASSERT_ERR(fp_read_file(tpath("absent.json"), &text, NULL), FP_ERR_IO, "absent.json");
+}
+
+/* ---- report
+ * --------------------------------------------------------------------------------------- */
+
+static void test_report(void **state) {
+  (void)state;
+  fp_bench_spec s;
+  tiny_spec(&s, "softmax,norm_chain", "4x4,4x16,8x4");
+  fp_results r;
+  fresh_results(&r, &s);
+  fp_bench_summary sum;
+  FP_ASSERT_OK(fp_bench_run(CTX, &s, &r, NULL, &sum));
+  r.cells[0].status = FP_CELL_OOM; /* a grey cell */
+  const char *in = tpath("report.json"), *html = tpath("report.html"), *dir = tpath("svg");
+  write_results(&r, in);
+  fp_results_free(&r);
+  char *h[] = {"report", (char *)in, "--html", (char *)html, NULL};
+  char err[4096];
+  assert_int_equal(run_captured(fp_cmd_report, h, err, sizeof err), FP_EXIT_OK);
+  char *text = NULL;
+  FP_ASSERT_OK(fp_read_file(html, &text, NULL));
+  assert_non_null(strstr(text, "<!DOCTYPE html>"));
+  assert_int_equal(strstr(text, "<script") == NULL, 1);
+  /* nothing fetched: the only URL is the SVG namespace */
+  for (const char *p = text; (p = strstr(p, "http")) != NULL; ++p)
+    assert_int_equal(strncmp(p, "http://www.w3.org/2000/svg", 26), 0);
+  int svgs = 0;
+  for (const char *p = text; (p = strstr(p, "<svg ")) != NULL; ++p)
+    ++svgs;
+  assert_int_equal(svgs, 2);
+  assert_non_null(strstr(text, ">OOM<"));
+  assert_non_null(strstr(text, "relative performance"));
+  assert_non_null(strstr(text, "rgb(")); /* coloured cells */
+  free(text);
+  char *sv[] = {"report", (char *)in, "--svg", (char *)dir, NULL};
+  assert_int_equal(run_captured(fp_cmd_report, sv, err, sizeof err), FP_EXIT_OK);
+  char p1[600], p2[600];
+  snprintf(p1, sizeof p1, "%s/softmax.svg", dir);
+  snprintf(p2, sizeof p2, "%s/norm_chain.svg", dir);
+  assert_int_equal(access(p1, R_OK), 0);
+  assert_int_equal(access(p2, R_OK), 0);
+  FP_ASSERT_OK(fp_read_file(p1, &text, NULL));
+  assert_non_null(strstr(text, "<?xml"));
+  assert_non_null(strstr(text, "</svg>"));
+  free(text);
+  char *missing[] = {"report", (char *)tpath("none.json"), "--html", (char *)html, NULL};
+  assert_int_equal(run_captured(fp_cmd_report, missing, err, sizeof err), FP_EXIT_FAIL);
+}
+
+/* ---- setup
+ * ------------------------------------------------------------------------------------------ */
+
+static int make_tmpdir(void **state) {
+  (void)state;
+  const char *base = getenv("TMPDIR");
+  snprintf(tmpdir, sizeof tmpdir, "%s/fp_bench_test.XXXXXX", base != NULL ? base : "/tmp");
+  return mkdtemp(tmpdir) != NULL ? 0 : -1;
+}
+
+static int remove_tmpdir(void **state) {
+  (void)state;
+  char cmd[600];
+  /* our own directory only: made by mkdtemp above */
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+  int rc = fp_test_env_open(argc, argv, "test_bench");
+  if (rc != 0)
+    return rc;
+  if (fp_env.kind != FP_BACKEND_CPU) {
+    fprintf(stderr, "test_bench runs on the cpu backend only\n");
+    fp_test_env_close();
+    return 2;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_parse_errors),
+      cmocka_unit_test(test_parse_good),
+      cmocka_unit_test(test_stats_and_rules),
+      cmocka_unit_test(test_sweep_cells),
+      cmocka_unit_test(test_reference_once_per_group),
+      cmocka_unit_test(test_wrong_result_is_fail),
+      cmocka_unit_test(test_oom_goes_on),
+      cmocka_unit_test(test_resume),
+      cmocka_unit_test(test_signal_mid_group),
+      cmocka_unit_test(test_died_group_is_skipped),
+      cmocka_unit_test(test_shard_merge),
+      cmocka_unit_test(test_compare),
+      cmocka_unit_test(test_json_round_trip),
+      cmocka_unit_test(test_atomic_write),
+      cmocka_unit_test(test_report),
+  };
+  int failures = cmocka_run_group_tests_name("bench", tests, make_tmpdir, remove_tmpdir);
+  int code = fp_test_exit_code(failures);
+  fp_test_env_close();
+  return code;
+}
