@@ -23,7 +23,8 @@ static const char compare_usage[] =
     "or commits.\n"
     "\n"
     "options:\n"
-    "  --variant NAME   fused (default) or unfused\n"
+    "  --variant NAME   fused (default) or unfused; A_NAME:B_NAME pairs different\n"
+    "                   variants, e.g. fused:compile against bench/torch_bench.py\n"
     "  --format F       table (default), csv (one row per matched cell) or json\n"
     "  --out FILE       write there instead of stdout\n"
     "\n"
@@ -37,14 +38,15 @@ static const char compare_usage[] =
 typedef struct compare_ctx {
   const fp_results *a, *b;
   const fp_grid *g;
-  const char *variant;
+  const char *variant;   /* A's variant */
+  const char *variant_b; /* B's variant (the same unless --variant A:B) */
 } compare_ctx;
 
 /* Ratio of a grid point; false with *mark when it has none. */
 static bool point_ratio(const compare_ctx *c, int64_t d0, int64_t d1, double *ratio,
                         const char **mark, const fp_cell **ca, const fp_cell **cb) {
   *ca = fp_grid_cell(c->a, c->g, d0, d1, c->variant);
-  *cb = fp_grid_cell(c->b, c->g, d0, d1, c->variant);
+  *cb = fp_grid_cell(c->b, c->g, d0, d1, c->variant_b);
   *ratio = NAN;
   const char *ma = fp_cell_mark(*ca), *mb = fp_cell_mark(*cb);
   if (ma == NULL && mb == NULL && (*cb)->median_us > 0 && isfinite((*ca)->median_us)) {
@@ -109,8 +111,8 @@ static cJSON *file_json(const char *path, const fp_results *r) {
 
 typedef enum { CMP_TABLE, CMP_CSV, CMP_JSON } cmp_format;
 
-static int compare_files(const char *pa, const char *pb, const char *variant, cmp_format format,
-                         FILE *out) {
+static int compare_files(const char *pa, const char *pb, const char *variant,
+                         const char *variant_b, cmp_format format, FILE *out) {
   fp_results a, b, both;
   fp_results_init(&a);
   fp_results_init(&b);
@@ -135,7 +137,7 @@ static int compare_files(const char *pa, const char *pb, const char *variant, cm
   double total_log = 0;
   int total_n = 0;
   for (int k = 0; k < set.n; ++k) { /* refuse before printing anything */
-    compare_ctx c = {&a, &b, &set.grids[k], variant};
+    compare_ctx c = {&a, &b, &set.grids[k], variant, variant_b};
     int n = 0;
     double log_sum = 0;
     grid_geomean(&c, &n, &log_sum);
@@ -150,7 +152,11 @@ static int compare_files(const char *pa, const char *pb, const char *variant, cm
   if (format == CMP_TABLE) {
     describe_file(out, "A", pa, &a);
     describe_file(out, "B", pb, &b);
-    fprintf(out, "ratio = A median / B median of the %s variant (>1: B is faster)\n", variant);
+    if (strcmp(variant, variant_b) == 0)
+      fprintf(out, "ratio = A median / B median of the %s variant (>1: B is faster)\n", variant);
+    else
+      fprintf(out, "ratio = A's %s median / B's %s median (>1: B is faster)\n", variant,
+              variant_b);
   } else if (format == CMP_CSV) {
     fprintf(out, "op,params,variant,dim0,dim1,a_status,b_status,a_median_us,b_median_us,ratio\n");
   } else {
@@ -165,7 +171,7 @@ static int compare_files(const char *pa, const char *pb, const char *variant, cm
   }
   for (int k = 0; k < set.n; ++k) {
     const fp_grid *g = &set.grids[k];
-    compare_ctx c = {&a, &b, g, variant};
+    compare_ctx c = {&a, &b, g, variant, variant_b};
     int n = 0;
     double log_sum = 0;
     double gm = grid_geomean(&c, &n, &log_sum);
@@ -301,7 +307,20 @@ int fp_cmd_compare(int argc, char **argv) {
     fprintf(stderr, "fuseport compare: cannot write %s\n", out_path);
     return FP_EXIT_FAIL;
   }
-  int rc = compare_files(files[0], files[1], variant, format, out);
+  /* --variant A:B compares A's variant A with B's variant B, e.g. fuseport's
+   * fused against torch_bench.py's compile */
+  char variant_a[64];
+  const char *colon = strchr(variant, ':');
+  const char *variant_b = colon != NULL ? colon + 1 : variant;
+  snprintf(variant_a, sizeof variant_a, "%.*s", colon != NULL ? (int)(colon - variant) : 63,
+           variant);
+  if (variant_a[0] == '\0' || variant_b[0] == '\0') {
+    fprintf(stderr, "fuseport compare: --variant '%s' wants NAME or A_NAME:B_NAME\n", variant);
+    if (out != stdout)
+      fclose(out);
+    return FP_EXIT_USAGE;
+  }
+  int rc = compare_files(files[0], files[1], variant_a, variant_b, format, out);
   if (out != stdout && fclose(out) != 0 && rc == FP_EXIT_OK) {
     fprintf(stderr, "fuseport compare: cannot write %s\n", out_path);
     rc = FP_EXIT_FAIL;

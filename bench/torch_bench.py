@@ -283,9 +283,15 @@ def as_tuple(x):
     return x if isinstance(x, tuple) else (x,)
 
 
+# fuseport's cell "params": the op's non-shape parameters as `fuseport list`
+# prints them (cells are matched on it by `fuseport compare`).
+PARAMS = {"bias_dropout_add": "p=0.5 training=false seed=20230814 layout=contiguous"}
+
+
 def cell(op, variant, M, N, **fields):
     base = {
-        "op": op, "variant": variant, "backend": "torch", "shape": [M, N], "status": "ok",
+        "op": op, "variant": variant, "backend": "torch", "params": PARAMS.get(op, ""),
+        "shape": [M, N], "status": "ok",
         "median_us": None, "min_us": None, "max_us": None, "reps": 0, "kernels": None,
         "bytes": None, "gbps": None, "bw_frac": None, "flops": None, "gflops": None,
         "footprint_bytes": None, "peak_bytes": None, "compile_ms": None,

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine (the device tool): correctness, sanitizers
+# and sweeps in as few calls as the lease allows. Run from the repo root:
+#
+#   bash bench/gpu_session.sh STAGE... 
+#
+# Stages: tests check sanitize bench-cuda bench-opencl torch
+# Environment: OUT (where results go; the device tool sets it), DEADLINE
+# (seconds this call may use, default 570), FP (a fuseport binary; default
+# .gpu/bin/fuseport, built here on this machine's image, else a fresh build),
+# RESUME_DIR (partial result files from an earlier call, to --resume).
+#
+# It expects .gpu/gpu-env.sh (copied from ../shared/device) and the Debian
+# packages in .debs/ to be carried along; see README "Running on a GPU".
+set -u
+OUT=${OUT:-/tmp/fp-out}
+DEADLINE=${DEADLINE:-570}
+RESUME_DIR=${RESUME_DIR:-docs/results}
+mkdir -p "$OUT"
+. .gpu/gpu-env.sh
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+BIN=${BIN:-.gpu/bin}
+FP=${FP:-$BIN/fuseport}
+log() { echo "== [$SECONDS s] $*"; }
+left() { echo $((DEADLINE - SECONDS)); }
+
+if ! "$FP" list >/dev/null 2>&1; then
+  log "carried binary does not run here; building"
+  cmake -S . -B /tmp/fp-build -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+    cmake --build /tmp/fp-build -j16 >/dev/null || { log "build failed"; exit 1; }
+  FP=/tmp/fp-build/fuseport
+  BIN=/tmp/fp-build/tests
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader
+"$FP" list | sed -n '1,6p'
+
+stage_tests() {
+  log "cmocka tests on cuda and on NVIDIA OpenCL"
+  for b in cuda opencl; do
+    for t in test_backend test_ops; do
+      FUSEPORT_OPENCL_PLATFORM=NVIDIA timeout 120 "$BIN/$t" "$b" >"$OUT/$t-$b.log" 2>&1
+      echo "$t $b: exit $? ($(grep -c '\[       OK \]' "$OUT/$t-$b.log") ok," \
+        "$(grep -c '\[  FAILED  \]' "$OUT/$t-$b.log") failed lines)"
+    done
+  done
+  cat "$OUT"/test_*-*.log >"$OUT/tests.log" && rm -f "$OUT"/test_*-*.log
+}
+
+stage_check() {
+  log "fuseport check --backend cuda"
+  "$FP" check --backend cuda --quiet | tail -3
+  log "fuseport check --backend opencl --platform NVIDIA"
+  "$FP" check --backend opencl --platform NVIDIA --quiet | tail -3
+}
+
+stage_sanitize() {
+  log "compute-sanitizer memcheck: fuseport check --backend cuda (small shapes)"
+  timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$FP" check --backend cuda \
+    --quiet --shapes 3x1000,7x65537,33x4097,1000x3 >"$OUT/memcheck.log" 2>&1
+  echo "memcheck exit $?"; tail -4 "$OUT/memcheck.log"
+  log "compute-sanitizer racecheck: row reductions and the transposed tile"
+  timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 "$FP" check --backend cuda \
+    --quiet --shapes 3x1000,33x4097 \
+    --op softmax,double_softmax,softmax_backward,layernorm,norm_chain,hreduce_pointwise,hreduce_reduce,bias_dropout_add \
+    >"$OUT/racecheck.log" 2>&1
+  echo "racecheck exit $?"; tail -4 "$OUT/racecheck.log"
+}
+
+# A seed-grid sweep that stops cleanly before the deadline and resumes a
+# partial file from an earlier call.
+sweep() {
+  local backend=$1 file=$2
+  shift 2
+  local budget=$(($(left) - ${RESERVE:-15}))
+  [ "$budget" -gt 30 ] || { log "no time left for $backend"; return; }
+  log "seed sweep on $backend for at most $budget s"
+  if [ -f "$RESUME_DIR/$file" ]; then
+    cp "$RESUME_DIR/$file" "$OUT/$file"
+    timeout -s INT -k 20 "$budget" "$FP" bench --resume "$OUT/$file" --quiet
+  else
+    timeout -s INT -k 20 "$budget" "$FP" bench --backend "$backend" "$@" --op all \
+      --shapes seed --rep-ms 20 --out "$OUT/$file" --quiet
+  fi
+  echo "bench exit $?; cells: $(grep -c '"op":' "$OUT/$file")"
+}
+
+stage_bench-cuda() { sweep cuda cuda.json; }
+stage_bench-opencl() { sweep opencl opencl.json --platform NVIDIA; }
+
+stage_torch() {
+  local budget=$(($(left) - 10))
+  log "PyTorch eager and torch.compile for at most $budget s"
+  PYTHONUNBUFFERED=1 timeout -s INT -k 20 "$budget" python3 bench/torch_bench.py \
+    --out "$OUT/torch.json" ${TORCH_ARGS:-} >"$OUT/torch.log" 2>&1
+  echo "torch exit $?"; tail -15 "$OUT/torch.log"
+}
+
+for stage in "$@"; do
+  "stage_$stage"
+done
+log "done"
