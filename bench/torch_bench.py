@@ -85,7 +85,8 @@ def check_philox_known_answers():
     dev = "cuda"
     idx = torch.zeros(1, dtype=torch.int64, device=dev)
     assert int(philox_word0(0, idx, 0, 0)[0]) == 0x6627E8D5
-    idx = torch.tensor([0x85A308D3_243F6A88], dtype=torch.int64, device=dev)
+    counter = 0x85A308D3_243F6A88 - (1 << 64)  # the same 64 bits as a signed int64
+    idx = torch.tensor([counter], dtype=torch.int64, device=dev)
     assert int(philox_word0(0x299F31D0_A4093822, idx, 0x13198A2E, 0x03707344)[0]) == 0xD16CFE09
 
 

@@ -669,6 +669,21 @@ static fp_status ocl_alloc(fp_context *ctx, uint64_t bytes, void **handle) {
   cl_state *cl = state_of(ctx);
   if (bytes > SIZE_MAX)
     return alloc_failure(ctx, cl, bytes, "clCreateBuffer", CL_INVALID_BUFFER_SIZE);
+  /* Seen on an H100 (driver 580.159, OpenCL 3.0 CUDA 13.0.98, 2026-11-23): a
+   * kernel over a 16 GiB buffer broke the command queue
+   * (CL_INVALID_COMMAND_QUEUE at the next clFinish) and every later call on
+   * the context failed, while 8 GiB buffers ran correctly. Refusing such
+   * buffers keeps the context, and a sweep, alive;
+   * FUSEPORT_OPENCL_ALLOW_HUGE_BUFFERS=1 lifts the limit to try a driver. */
+  const uint64_t nvidia_limit = 8ull << 30;
+  const char *allow = getenv("FUSEPORT_OPENCL_ALLOW_HUGE_BUFFERS");
+  if (bytes > nvidia_limit && strstr(ctx->info.vendor, "NVIDIA") != NULL &&
+      (allow == NULL || strcmp(allow, "1") != 0))
+    return fp_ctx_error(ctx, FP_ERR_UNSUPPORTED,
+                        "buffer of %llu bytes refused: NVIDIA's OpenCL lost its command queue on "
+                        "buffers over %llu bytes (H100, driver 580); "
+                        "FUSEPORT_OPENCL_ALLOW_HUGE_BUFFERS=1 lifts this",
+                        (unsigned long long)bytes, (unsigned long long)nvidia_limit);
   /* Earlier work must not fail inside the allocation below and pass for an
    * out-of-memory: settle the queue first (allocations are not timed). */
   cl_int err = clFinish(cl->queue);
