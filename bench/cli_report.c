@@ -11,6 +11,7 @@
 
 static const char report_usage[] =
     "usage: fuseport report RESULTS.json (--html OUT.html | --svg DIR) [--title TEXT]\n"
+    "                       [--variants BASE:CANDIDATE]\n"
     "\n"
     "Draws, for each op (and parameter set) of a bench result file, the heatmap of\n"
     "its relative performance -- unfused median / fused median, in % -- on a\n"
@@ -25,6 +26,8 @@ static const char report_usage[] =
     "                 opens in any browser, offline\n"
     "  --svg DIR      one SVG per op in DIR (created if missing): DIR/<op>.svg\n"
     "  --title TEXT   heading of the HTML page (default: from the meta data)\n"
+    "  --variants B:C the pair the relative performance compares (default\n"
+    "                 unfused:fused; eager:compile for bench/torch_bench.py files)\n"
     "\n"
     "examples:\n"
     "  fuseport report cuda.json --html cuda.html\n"
@@ -112,11 +115,17 @@ static void fmt_rgb(rgb c, char *buf, size_t len) {
   snprintf(buf, len, "rgb(%d,%d,%d)", (int)lround(c.r), (int)lround(c.g), (int)lround(c.b));
 }
 
+/* The pair of variants compared: base over candidate (--variants). */
+static const char *base_variant = "unfused";
+static const char *cand_variant = "fused";
+
 /* One panel (a titled grid) at vertical offset y0. */
 static void svg_panel(FILE *f, const fp_results *r, const fp_grid *g, panel_kind kind,
                       const char *variant, int y0) {
-  const char *title = kind == PANEL_RELPERF ? "relative performance: unfused / fused median "
-                                              "(>100%: fusion wins)"
+  char relperf[160];
+  snprintf(relperf, sizeof relperf, "relative performance: %s / %s median (>100%%: %s wins)",
+           base_variant, cand_variant, cand_variant);
+  const char *title = kind == PANEL_RELPERF ? relperf
                       : kind == PANEL_BW    ? "bandwidth, % of the device copy"
                                             : "median time (us)";
   fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"h\">", 4, y0 + 16);
@@ -137,8 +146,8 @@ static void svg_panel(FILE *f, const fp_results *r, const fp_grid *g, panel_kind
             y + CELL_H / 2 + 4, (long long)g->dim0[i]);
     for (int j = 0; j < g->n1; ++j) {
       int x = LEFT + j * CELL_W;
-      const fp_cell *fu = fp_grid_cell(r, g, g->dim0[i], g->dim1[j], "fused");
-      const fp_cell *un = fp_grid_cell(r, g, g->dim0[i], g->dim1[j], "unfused");
+      const fp_cell *fu = fp_grid_cell(r, g, g->dim0[i], g->dim1[j], cand_variant);
+      const fp_cell *un = fp_grid_cell(r, g, g->dim0[i], g->dim1[j], base_variant);
       const fp_cell *c = fp_grid_cell(r, g, g->dim0[i], g->dim1[j], variant);
       char tip[512], text[64], fill[32];
       snprintf(tip, sizeof tip, "%s %lldx%lld", g->op, (long long)g->dim0[i],
@@ -223,8 +232,8 @@ static bool has_variant(const fp_results *r, const char *v) {
 
 /* The SVG of one grid: title, relative performance, bandwidth. */
 static void svg_grid(FILE *f, const fp_results *r, const fp_grid *g) {
-  bool both = has_variant(r, "fused") && has_variant(r, "unfused");
-  const char *shown = has_variant(r, "fused") ? "fused" : r->cells[0].variant;
+  bool both = has_variant(r, cand_variant) && has_variant(r, base_variant);
+  const char *shown = has_variant(r, cand_variant) ? cand_variant : r->cells[0].variant;
   bool bw = isfinite(r->meta.copy_gbps) && r->meta.copy_gbps > 0;
   panel_kind first = both ? PANEL_RELPERF : PANEL_TIME;
   panel_kind second = bw ? PANEL_BW : PANEL_TIME;
@@ -305,10 +314,11 @@ static int write_html(const fp_results *r, const fp_grid_set *set, const char *p
   fprintf(f, "<tr><td>cells</td><td>%d: %d ok, %d fail, %d oom, %d error</td></tr>\n</table>\n",
           r->n_cells, count[FP_CELL_OK], count[FP_CELL_FAIL], count[FP_CELL_OOM],
           count[FP_CELL_ERROR]);
-  fputs("<p>Relative performance is the unfused median time over the fused one: above 100% "
-        "(blue) the fused variant is faster, below (red) slower; the scale is logarithmic "
-        "and saturates at 25% and 400%. Hover a cell for both times.</p>\n",
-        f);
+  fprintf(f,
+          "<p>Relative performance is the %s median time over the %s one: above 100%% "
+          "(blue) the %s variant is faster, below (red) slower; the scale is logarithmic "
+          "and saturates at 25%% and 400%%. Hover a cell for both times.</p>\n",
+          base_variant, cand_variant, cand_variant);
   for (int k = 0; k < set->n; ++k) {
     fputs("<section>\n", f);
     svg_grid(f, r, &set->grids[k]);
@@ -366,6 +376,19 @@ int fp_cmd_report(int argc, char **argv) {
     } else if (strcmp(a, "--svg") == 0) {
       if ((svg = fp_cli_value(argc, argv, &i)) == NULL)
         return FP_EXIT_USAGE;
+    } else if (strcmp(a, "--variants") == 0) {
+      const char *v = fp_cli_value(argc, argv, &i);
+      const char *colon = v != NULL ? strchr(v, ':') : NULL;
+      static char pair[128];
+      if (v == NULL || colon == NULL || colon == v || colon[1] == '\0' ||
+          strlen(v) >= sizeof pair) {
+        fprintf(stderr, "fuseport report: --variants wants BASE:CANDIDATE, e.g. eager:compile\n");
+        return FP_EXIT_USAGE;
+      }
+      snprintf(pair, sizeof pair, "%s", v);
+      pair[colon - v] = '\0';
+      base_variant = pair;
+      cand_variant = pair + (colon - v) + 1;
     } else if (strcmp(a, "--title") == 0) {
       if ((title = fp_cli_value(argc, argv, &i)) == NULL)
         return FP_EXIT_USAGE;

@@ -286,7 +286,10 @@ def as_tuple(x):
 
 # fuseport's cell "params": the op's non-shape parameters as `fuseport list`
 # prints them (cells are matched on it by `fuseport compare`).
-PARAMS = {"bias_dropout_add": "p=0.5 training=false seed=20230814 layout=contiguous"}
+PARAMS = {
+    "bias_dropout_add": "p=0.5 training=false seed=20230814 layout=contiguous",
+    "layernorm": "eps=1e-05",
+}
 
 
 def cell(op, variant, M, N, **fields):

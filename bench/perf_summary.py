@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Per-operator summary of seed-grid result files for docs/PERF.md.
+
+    python3 bench/perf_summary.py docs/results/cuda.json docs/results/opencl.json \
+        docs/results/torch.json
+
+Prints markdown: for each op, the fused CUDA kernel's fraction of the copy
+bandwidth on cells moving >= 64 MiB (min, median), its geometric-mean speed-up
+over torch.compile and eager (whole grid, and cells >= 64 MiB where launch and
+host overheads no longer count), the worst cell against torch.compile, the
+OpenCL/CUDA speed ratio on cells >= 64 MiB, and the unfused/fused ratio.
+Only cells that are ok in both files enter a ratio. Standard library only.
+"""
+import json
+import math
+import sys
+
+BIG = 64 << 20
+
+
+def load(path):
+    doc = json.load(open(path))
+    return doc, {(c["op"], c["variant"], tuple(c["shape"])): c for c in doc["cells"]}
+
+
+def gmean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def ok(c):
+    return c is not None and c.get("status") == "ok" and c.get("median_us")
+
+
+def main(cuda_path, opencl_path, torch_path):
+    dc, cu = load(cuda_path)
+    do, ocl = load(opencl_path)
+    dt, th = load(torch_path)
+    print(f"- CUDA run: {dc['meta']['device']}, {dc['meta']['date']}, commit {dc['meta']['git_commit']}, "
+          f"copy {dc['meta']['copy_gbps']:.0f} GB/s")
+    print(f"- OpenCL run: {do['meta']['platform']}, {do['meta']['date']}, copy {do['meta']['copy_gbps']:.0f} GB/s")
+    print(f"- PyTorch run: {dt['meta']['platform']}, {dt['meta']['date']}, copy {dt['meta']['copy_gbps']:.0f} GB/s")
+    print()
+    print("| op | bw_frac >=64 MiB min / median | vs compile: grid / >=64 MiB | worst vs compile (dim0 x dim1) "
+          "| cells < 0.97 | vs eager: grid / >=64 MiB | OpenCL/CUDA >=64 MiB min / gmean | unfused/fused gmean |")
+    print("|---|---|---|---|---|---|---|---|")
+    ops = list(dict.fromkeys(c["op"] for c in dc["cells"]))
+    for op in ops:
+        fused = {s: c for (o, v, s), c in cu.items() if o == op and v == "fused" and ok(c)}
+        big = [c for c in fused.values() if c["bytes"] >= BIG]
+        fr = sorted(c["bw_frac"] for c in big)
+        vs = {}
+        for mode in ("compile", "eager"):
+            pairs = [(th[(op, mode, s)]["median_us"] / c["median_us"], s, c["bytes"])
+                     for s, c in fused.items() if ok(th.get((op, mode, s)))]
+            vs[mode] = pairs
+        comp = vs["compile"]
+        worst = min(comp) if comp else (float("nan"), ("-",), 0)
+        below = sum(r < 0.97 for r, _, _ in comp)
+        oc = [c["median_us"] / ocl[(op, "fused", s)]["median_us"]
+              for s, c in fused.items() if c["bytes"] >= BIG and ok(ocl.get((op, "fused", s)))]
+        rel = [cu[(op, "unfused", s)]["median_us"] / c["median_us"]
+               for s, c in fused.items() if ok(cu.get((op, "unfused", s)))]
+        def pair(p):
+            return f"{gmean([r for r, _, _ in p]):.2f} / {gmean([r for r, _, b in p if b >= BIG]):.2f}"
+        print(f"| {op} | {fr[0]:.2f} / {fr[len(fr) // 2]:.2f} | {pair(comp)} | {worst[0]:.2f} "
+              f"({worst[1][0]} x {worst[1][1]}) | {below} | {pair(vs['eager'])} | "
+              f"{min(oc):.2f} / {gmean(oc):.2f} | {gmean(rel):.2f} |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    main(*sys.argv[1:])
