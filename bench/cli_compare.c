@@ -111,8 +111,8 @@ static cJSON *file_json(const char *path, const fp_results *r) {
 
 typedef enum { CMP_TABLE, CMP_CSV, CMP_JSON } cmp_format;
 
-static int compare_files(const char *pa, const char *pb, const char *variant,
-                         const char *variant_b, cmp_format format, FILE *out) {
+static int compare_files(const char *pa, const char *pb, const char *variant, const char *variant_b,
+                         cmp_format format, FILE *out) {
   fp_results a, b, both;
   fp_results_init(&a);
   fp_results_init(&b);
@@ -155,8 +155,7 @@ static int compare_files(const char *pa, const char *pb, const char *variant,
     if (strcmp(variant, variant_b) == 0)
       fprintf(out, "ratio = A median / B median of the %s variant (>1: B is faster)\n", variant);
     else
-      fprintf(out, "ratio = A's %s median / B's %s median (>1: B is faster)\n", variant,
-              variant_b);
+      fprintf(out, "ratio = A's %s median / B's %s median (>1: B is faster)\n", variant, variant_b);
   } else if (format == CMP_CSV) {
     fprintf(out, "op,params,variant,dim0,dim1,a_status,b_status,a_median_us,b_median_us,ratio\n");
   } else {

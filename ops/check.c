@@ -153,7 +153,7 @@ static void note_bad(fp_accuracy *acc, const fp_tensor_desc *t, int64_t r, int64
 
 /* Compares one output's rows [r0, r1) (got: float per logical element, in
  * row order) against ref. */
-static void compare_rows(const fp_tensor_desc *t, const fp_tolerance *tol, int64_t r0, int64_t r1,
+static void compare_rows(const fp_tensor_desc *t, fp_tolerance tol, int64_t r0, int64_t r1,
                          const float *got, const double *ref, fp_accuracy *acc, err_acc *e) {
   int64_t per_row = row_elems(t);
   int64_t n = (r1 - r0) * per_row;
@@ -161,7 +161,7 @@ static void compare_rows(const fp_tensor_desc *t, const fp_tolerance *tol, int64
   for (int64_t i = 0; i < n; ++i)
     if (isfinite(ref[i]) && fabs(ref[i]) > maxref && fabs(ref[i]) <= FLT_MAX)
       maxref = fabs(ref[i]);
-  double abs_floor = fmax(tol->abs, tol->atol * maxref);
+  double abs_floor = fmax(tol.abs, tol.atol * maxref);
   /* Relative error is reported only where the reference is not negligible
    * against the output's scale: near-zero references make it meaningless. */
   double rel_floor = 1e-6 * maxref;
@@ -186,7 +186,7 @@ static void compare_rows(const fp_tensor_desc *t, const fp_tolerance *tol, int64
       continue;
     }
     double err = fabs((double)g - r);
-    double bound = abs_floor + tol->rtol * fabs(r);
+    double bound = abs_floor + tol.rtol * fabs(r);
     if (!(err <= bound))
       note_bad(acc, t, row, col, g, r, bound);
     if (isfinite(err)) {
@@ -259,8 +259,11 @@ fp_status fp_check_outputs(fp_context *ctx, const fp_problem *p, const fp_io_des
         st = fp_error(FP_ERR_OUT_OF_MEMORY, "check: no host memory for the outputs");
       if (st == FP_OK)
         st = read_rows(ctx, t, out[k], r0, r1, got, &whole[k]);
+      fp_tolerance tol = p->op->tol;
+      if (p->op->tol_abs != NULL)
+        tol.abs = p->op->tol_abs(p, k);
       if (st == FP_OK)
-        compare_rows(t, &p->op->tol, r0, r1, got, ref[k], acc, &e);
+        compare_rows(t, tol, r0, r1, got, ref[k], acc, &e);
       free(got);
       got = NULL;
     }

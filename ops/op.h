@@ -175,6 +175,11 @@ typedef struct fp_op {
   void (*reference)(const fp_problem *p, const fp_host_tensor *in, int64_t r0, int64_t r1,
                     double *const *out);
   fp_tolerance tol;
+  /* Optional: the absolute floor of output k when it depends on the problem
+   * (replaces tol.abs), e.g. a row sum of N symmetric values, whose float
+   * rounding grows as sqrt(N) times the input scale however much the sum
+   * itself cancels. */
+  double (*tol_abs)(const fp_problem *p, int output);
   int n_variants;
   fp_variant variants[FP_MAX_VARIANTS];
 } fp_op;
