@@ -667,40 +667,6 @@ static int64_t tensor_row_elems(const fp_tensor_desc *t) {
   return n;
 }
 
-/* Rows to check: all of them when the reference touches at most `budget`
- * elements (outputs written plus inputs read, per row), else the first,
- * middle and last rows within the budget. Unlike fp_row_sample_for this
- * counts the inputs too, so a row reduction ([M, N] in, [M] out) is sampled
- * by the N elements each of its rows reads. */
-static fp_row_sample bench_row_sample(const fp_problem *p, const fp_io_desc *io, int64_t budget) {
-  fp_row_sample s;
-  memset(&s, 0, sizeof s);
-  int64_t rows = p->op->rows(p);
-  double per_row = 0;
-  for (int k = 0; k < io->n_out; ++k)
-    per_row += (double)tensor_row_elems(&io->out[k]);
-  for (int k = 0; k < io->n_in; ++k)
-    per_row += (double)io->in[k].storage_elems / (double)(rows > 0 ? rows : 1);
-  s.n = 1;
-  s.r0[0] = 0;
-  s.r1[0] = rows;
-  if (budget <= 0 || rows <= 3 || (double)rows * per_row <= (double)budget)
-    return s;
-  int64_t k = (int64_t)((double)budget / (3.0 * per_row));
-  if (k < 1)
-    k = 1;
-  if (3 * k >= rows)
-    return s;
-  s.n = 3;
-  s.r0[0] = 0;
-  s.r1[0] = k;
-  s.r0[1] = rows / 2 - k / 2;
-  s.r1[1] = s.r0[1] + k;
-  s.r0[2] = rows - k;
-  s.r1[2] = rows;
-  return s;
-}
-
 static void ref_cache_free(ref_cache *c) {
   for (int s = 0; s < 4; ++s)
     for (int k = 0; k < FP_MAX_TENSORS; ++k) {
@@ -1030,7 +996,7 @@ static void run_group(run_state *rs, const fp_bench_group *g, const bool *todo, 
     st = fp_io_fill_inputs(ctx, &io, s->seed, in);
   fp_host_tensor views[FP_MAX_TENSORS];
   fp_host_inputs_generated(&io, s->seed, views);
-  fp_row_sample rows = bench_row_sample(&g->problem, &io, s->sample_elems);
+  fp_row_sample rows = fp_row_sample_for(&g->problem, &io, s->sample_elems);
   ref_cache cache;
   memset(&cache, 0, sizeof cache);
   if (st == FP_OK) {

@@ -90,24 +90,24 @@ fp_row_sample fp_row_sample_for(const fp_problem *p, const fp_io_desc *io, int64
   fp_row_sample s;
   memset(&s, 0, sizeof s);
   int64_t rows = p->op->rows(p);
-  int64_t per_row = 0;
+  /* What checking one row costs: the elements it writes plus those its
+   * reference reads, so a row reduction ([M, N] in, [M] out) is sampled by
+   * the N elements each of its rows reads, not by its one output. */
+  double per_row = 0;
   for (int k = 0; k < io->n_out; ++k)
-    per_row += row_elems(&io->out[k]);
-  if (max_elems <= 0 || rows <= 3 || (double)rows * (double)per_row <= (double)max_elems) {
-    s.n = 1;
-    s.r0[0] = 0;
-    s.r1[0] = rows;
+    per_row += (double)row_elems(&io->out[k]);
+  for (int k = 0; k < io->n_in; ++k)
+    per_row += (double)io->in[k].storage_elems / (double)(rows > 0 ? rows : 1);
+  s.n = 1;
+  s.r0[0] = 0;
+  s.r1[0] = rows;
+  if (max_elems <= 0 || rows <= 3 || (double)rows * per_row <= (double)max_elems)
     return s;
-  }
-  int64_t k = max_elems / (3 * per_row);
+  int64_t k = (int64_t)((double)max_elems / (3.0 * per_row));
   if (k < 1)
     k = 1;
-  if (3 * k >= rows) {
-    s.n = 1;
-    s.r0[0] = 0;
-    s.r1[0] = rows;
+  if (3 * k >= rows)
     return s;
-  }
   s.n = 3;
   s.r0[0] = 0;
   s.r1[0] = k;

@@ -234,8 +234,9 @@ typedef struct fp_row_sample {
   int64_t r0[4], r1[4];
 } fp_row_sample;
 
-/* All rows when the op's outputs hold at most max_elems elements (0: always
- * all), else a sample of first, middle and last rows. */
+/* All rows when checking them touches at most max_elems elements (outputs
+ * written plus inputs read; 0: always all), else a sample of first, middle
+ * and last rows within that budget. */
 fp_row_sample fp_row_sample_for(const fp_problem *p, const fp_io_desc *io, int64_t max_elems);
 
 /* Compares outputs on the device against the float64 reference computed from
