@@ -4,7 +4,7 @@
  * the message that explains it (naming the argument, or carrying the vendor's
  * error code and string) is kept per context (fp_context_error) and per
  * thread (fp_last_error), so a caller that only has a NULL context still gets
- * a reason. The library never calls exit() or abort().
+ * a reason. The library never ends the process: every failure is returned.
  */
 #ifndef FUSEPORT_FP_STATUS_H
 #define FUSEPORT_FP_STATUS_H

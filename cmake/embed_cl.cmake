@@ -1,13 +1,14 @@
 # Turns OpenCL C sources into a C header holding them as a char array, so the
 # fuseport binary carries its device code (CLBlast does the same with its
 # .opencl files). Run as a script:
-#   cmake -DOUTPUT=<header.h> -DNAME=<symbol> -DHEADER=<common.h> -DSOURCE=<family.cl> \
-#         -P embed_cl.cmake
-# The shared device header goes first, then the family's source.
-if(NOT OUTPUT OR NOT NAME OR NOT HEADER OR NOT SOURCE)
-  message(FATAL_ERROR "embed_cl.cmake needs OUTPUT, NAME, HEADER and SOURCE")
+#   cmake -DOUTPUT=<header.h> -DNAME=<symbol> -DHEADER=<fp_device_common.h> \
+#         -DCOMMON=<cl/common.cl> -DSOURCE=<family.cl> -P embed_cl.cmake
+# The device header shared with C and CUDA goes first, then the helpers
+# shared by the OpenCL families, then the family's own source.
+if(NOT OUTPUT OR NOT NAME OR NOT HEADER OR NOT COMMON OR NOT SOURCE)
+  message(FATAL_ERROR "embed_cl.cmake needs OUTPUT, NAME, HEADER, COMMON and SOURCE")
 endif()
-set(FILES "${HEADER};${SOURCE}")
+set(FILES "${HEADER};${COMMON};${SOURCE}")
 set(body "")
 foreach(file IN LISTS FILES)
   file(READ "${file}" hex HEX)

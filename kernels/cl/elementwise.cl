@@ -4,47 +4,6 @@
  * fp_device_common.h, so every backend evaluates them in the same order.
  */
 
-/* Grid-stride walk over the logical [M, N] index space, FP_ELEM_UNROLL
- * elements per work-item per step, all loaded before any is stored (see
- * prim.cl, where this is explained; OpenCL has no shared include). */
-#define FP_ELEM_UNROLL 4
-
-typedef struct fp_pos {
-  long i, j;
-} fp_pos;
-
-static fp_pos fp_pos_advance(fp_pos p, long N, long di, long dj) {
-  p.i += di;
-  p.j += dj;
-  if (p.j >= N) {
-    p.j -= N;
-    p.i += 1;
-  }
-  return p;
-}
-
-static int fp_walk_begin(long M, long N, fp_pos *pos, long *di, long *dj) {
-  const long first = (long)get_global_id(0);
-  const long step = (long)get_global_size(0);
-  if (first >= M * N)
-    return 0;
-  pos[0].i = first / N;
-  pos[0].j = first - pos[0].i * N;
-  const long si = step / N, sj = step - si * N;
-#pragma unroll
-  for (int u = 1; u < FP_ELEM_UNROLL; ++u)
-    pos[u] = fp_pos_advance(pos[u - 1], N, si, sj);
-  *di = (FP_ELEM_UNROLL * step) / N;
-  *dj = FP_ELEM_UNROLL * step - *di * N;
-  return 1;
-}
-
-static void fp_walk_next(fp_pos *pos, long N, long di, long dj) {
-#pragma unroll
-  for (int u = 0; u < FP_ELEM_UNROLL; ++u)
-    pos[u] = fp_pos_advance(pos[u], N, di, dj);
-}
-
 /* ---- pointwise_chain_fused ------------------------------------------------------- */
 
 /* Buffers come whole from clCreateBuffer, whose base is aligned far beyond 16

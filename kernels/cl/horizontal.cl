@@ -9,39 +9,6 @@
  * needed.
  */
 
-#define FP_MAX_GROUP 1024 /* largest group the backend launches */
-#define FP_PARTIALS 32    /* width of the second stage of a group reduction */
-
-/* Width of the second stage: ~sqrt(L), so that both serial stages stay short
- * (8 for L = 32, 32 for L = 1024). */
-static uint fp_partials_width(uint n) {
-  uint width = 1;
-  while (width * width < n && width < FP_PARTIALS)
-    width *= 2;
-  return min(width, n);
-}
-
-/* Group reduction in two barriers (see reduce.cl for the reasoning): slots[]
- * take one value per work-item, the first ~sqrt(L) work-items fold strided shares
- * into partials[], every work-item folds the partials in the same order.
- * Called by the whole group. */
-static float fp_group_sum(float v, __local float *slots, __local float *partials) {
-  const uint lid = get_local_id(0), n = get_local_size(0);
-  const uint width = fp_partials_width(n);
-  slots[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid < width) {
-    float p = slots[lid];
-    for (uint t = lid + width; t < n; t += width)
-      p += slots[t];
-    partials[lid] = p;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  float total = partials[0];
-  for (uint t = 1; t < width; ++t)
-    total += partials[t];
-  return total;
-}
 
 /* Sum and torch.amax (NaN propagates) of the group in one pass of the same
  * two-barrier scheme. */
@@ -78,7 +45,6 @@ static void fp_group_sum_max(float *sum, float *max, __local float *slots_sum,
  * as the compiler knows), with each chunk's partial sums added to the
  * work-item's total: with a small group and a long row, one accumulator
  * taking thousands of terms would lose accuracy (see reduce.cl). */
-#define FP_CHUNK 64
 
 /* sum[i] = sum_j a[i,j]; cosx[i,j] = cos(a[i,j]). */
 __kernel void hreduce_pointwise_fused(__global float *sum, __global float *cosx,

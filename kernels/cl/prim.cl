@@ -8,58 +8,6 @@
  * of one per element, which GPUs emulate in dozens of instructions.
  */
 
-/* Largest work-group the backend launches (fp_device_info.max_group_size is
- * capped at 1024); static local scratch is sized for it. */
-#define FP_MAX_GROUP 1024
-#define FP_PARTIALS 32 /* width of the second stage of a group reduction */
-
-/* A position (i, j) of a grid-stride walk over the logical [M, N] index space. */
-typedef struct fp_pos {
-  long i, j;
-} fp_pos;
-
-/* Moves p by a stride split into whole rows di and columns dj (dj < N). */
-static fp_pos fp_pos_advance(fp_pos p, long N, long di, long dj) {
-  p.i += di;
-  p.j += dj;
-  if (p.j >= N) {
-    p.j -= N;
-    p.i += 1;
-  }
-  return p;
-}
-
-/* Each work-item takes FP_ELEM_UNROLL elements per step: g, g+S, g+2S, g+3S
- * (S the global size; consecutive work-items stay on consecutive elements, so
- * each of the four accesses is coalesced), all loaded before any is stored.
- * A compiler may not hoist a load above a store to a buffer that might alias
- * it, so without this each work-item would have a single load in flight.
- * Sets pos[0..3] and the (di, dj) of a step of 4S; 0 when this work-item has
- * no element at all. */
-#define FP_ELEM_UNROLL 4
-
-static int fp_walk_begin(long M, long N, fp_pos *pos, long *di, long *dj) {
-  const long first = (long)get_global_id(0);
-  const long step = (long)get_global_size(0);
-  if (first >= M * N)
-    return 0;
-  pos[0].i = first / N;
-  pos[0].j = first - pos[0].i * N;
-  const long si = step / N, sj = step - si * N;
-#pragma unroll
-  for (int u = 1; u < FP_ELEM_UNROLL; ++u)
-    pos[u] = fp_pos_advance(pos[u - 1], N, si, sj);
-  *di = (FP_ELEM_UNROLL * step) / N;
-  *dj = FP_ELEM_UNROLL * step - *di * N;
-  return 1;
-}
-
-static void fp_walk_next(fp_pos *pos, long N, long di, long dj) {
-#pragma unroll
-  for (int u = 0; u < FP_ELEM_UNROLL; ++u)
-    pos[u] = fp_pos_advance(pos[u], N, di, dj);
-}
-
 /* ---- fill_uniform_f32 ------------------------------------------------------------ */
 
 __kernel void fill_uniform_f32(__global float *out, long n, long seed, int stream, float scale,
@@ -159,15 +107,6 @@ static float fp_reduce_combine(int op, float x, float y) {
   return op == FP_REDUCE_SUM ? x + y : fp_maximum(x, y);
 }
 
-/* Width of the second stage: ~sqrt(L), so that both serial stages stay short
- * (8 for L = 32, 32 for L = 1024). */
-static uint fp_partials_width(uint n) {
-  uint width = 1;
-  while (width * width < n && width < FP_PARTIALS)
-    width *= 2;
-  return min(width, n);
-}
-
 /* Reduces one value per work-item over the group in two barriers (see
  * reduce.cl for the reasoning): slots[] take one value per work-item, the
  * first ~sqrt(L) work-items fold strided shares into partials[], and every
@@ -198,7 +137,6 @@ static float fp_group_reduce(int op, float v, __local float *slots, __local floa
  * taking thousands of terms (a long row, a small group) would lose accuracy
  * against the CPU's pairwise sums. Then the group combines the work-items'
  * results. */
-#define FP_CHUNK 64
 
 __kernel void prim_reduce_rows(__global float *out, __global const float *a, int op, long M, long N,
                                long sa0, long sa1) {

@@ -24,8 +24,6 @@
  * single load in flight.
  */
 
-#define FP_MAX_GROUP 1024 /* largest group the backend launches */
-#define FP_PARTIALS 32    /* width of the second stage of a group reduction */
 
 /* Row elements each work-item keeps on chip in the cached path. Overridable
  * at build time (-DFP_ROW_CACHE=n) for tuning. */
@@ -51,31 +49,6 @@
  * second barrier, and partials[] only after its own first barrier, which no
  * work-item reaches before it has read this reduction's partials.
  * Must be called by the whole group (uniform control flow). */
-
-static uint fp_partials_width(uint n) {
-  uint width = 1;
-  while (width * width < n && width < FP_PARTIALS)
-    width *= 2;
-  return min(width, n);
-}
-
-static float fp_group_sum(float v, __local float *slots, __local float *partials) {
-  const uint lid = get_local_id(0), n = get_local_size(0);
-  const uint width = fp_partials_width(n);
-  slots[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid < width) {
-    float p = slots[lid];
-    for (uint t = lid + width; t < n; t += width)
-      p += slots[t];
-    partials[lid] = p;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  float total = partials[0];
-  for (uint t = 1; t < width; ++t)
-    total += partials[t];
-  return total;
-}
 
 /* torch.amax over the group: NaN propagates (fp_maximum). */
 static float fp_group_max(float v, __local float *slots, __local float *partials) {
@@ -139,7 +112,6 @@ static float fp_online_rescale(float s, float m, float mm) { return m == mm ? s 
  * with the count (measured on PoCL: 2.5e-5 relative on a double softmax of
  * 262144 with L = 32, 6e-7 blocked); blocking keeps it near the CPU's
  * pairwise sums. */
-#define FP_CHUNK 64
 
 /* Online statistics (m, s) of the work-item's share of softmax(x) when
  * `softmaxed` is 0; of y = exp(x - m1) * inv1 (double_softmax's first
