@@ -66,11 +66,24 @@ static uint fp_partials_width(uint n) {
   return min(width, n);
 }
 
-/* Group reduction in two barriers (see reduce.cl for the reasoning): slots[]
- * take one value per work-item, the first ~sqrt(L) work-items fold strided shares
- * into partials[], every work-item folds the partials in the same order.
- * Called by the whole group. */
-static float fp_group_sum(float v, __local float *slots, __local float *partials) {
+/* ---- group reductions ------------------------------------------------------------
+ * Two barriers per reduction instead of log2(L): every work-item stores its
+ * value in slots[]; the first `width` work-items each fold a strided share of
+ * the slots (consecutive addresses: no bank conflicts) into partials[]; then
+ * every work-item folds the `width` partials itself, in the same order, so all
+ * of them hold the same result without a broadcast. width ~ sqrt(L) balances
+ * the two serial stages (8 for L = 32, 32 for L = 1024). Reuse is safe without
+ * a third barrier: the next reduction writes slots[] only after this one's
+ * second barrier, and partials[] only after its own first barrier, which no
+ * work-item reaches before it has read this reduction's partials.
+ * Must be called by the whole group (uniform control flow). `op` is an
+ * FP_REDUCE_* code; the wrappers pass a constant, which the compiler folds. */
+
+static float fp_reduce_combine(int op, float x, float y) {
+  return op == FP_REDUCE_SUM ? x + y : fp_maximum(x, y); /* torch.amax: NaN propagates */
+}
+
+static float fp_group_reduce(int op, float v, __local float *slots, __local float *partials) {
   const uint lid = get_local_id(0), n = get_local_size(0);
   const uint width = fp_partials_width(n);
   slots[lid] = v;
@@ -78,12 +91,20 @@ static float fp_group_sum(float v, __local float *slots, __local float *partials
   if (lid < width) {
     float p = slots[lid];
     for (uint t = lid + width; t < n; t += width)
-      p += slots[t];
+      p = fp_reduce_combine(op, p, slots[t]);
     partials[lid] = p;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   float total = partials[0];
   for (uint t = 1; t < width; ++t)
-    total += partials[t];
+    total = fp_reduce_combine(op, total, partials[t]);
   return total;
+}
+
+static float fp_group_sum(float v, __local float *slots, __local float *partials) {
+  return fp_group_reduce(FP_REDUCE_SUM, v, slots, partials);
+}
+
+static float fp_group_max(float v, __local float *slots, __local float *partials) {
+  return fp_group_reduce(FP_REDUCE_MAX, v, slots, partials);
 }

@@ -44,7 +44,7 @@ static void fp_group_sum_max(float *sum, float *max, __local float *slots_sum,
  * four at a time (loads before stores: the outputs may alias the input as far
  * as the compiler knows), with each chunk's partial sums added to the
  * work-item's total: with a small group and a long row, one accumulator
- * taking thousands of terms would lose accuracy (see reduce.cl). */
+ * taking thousands of terms would lose accuracy (see common.cl). */
 
 /* sum[i] = sum_j a[i,j]; cosx[i,j] = cos(a[i,j]). */
 __kernel void hreduce_pointwise_fused(__global float *sum, __global float *cosx,

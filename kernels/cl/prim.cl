@@ -103,33 +103,6 @@ __kernel void prim_binary(__global float *out, __global const float *a, __global
 
 /* ---- prim_reduce_rows ------------------------------------------------------------------ */
 
-static float fp_reduce_combine(int op, float x, float y) {
-  return op == FP_REDUCE_SUM ? x + y : fp_maximum(x, y);
-}
-
-/* Reduces one value per work-item over the group in two barriers (see
- * reduce.cl for the reasoning): slots[] take one value per work-item, the
- * first ~sqrt(L) work-items fold strided shares into partials[], and every
- * work-item folds the partials in the same order, so all receive the same
- * result. Called by the whole group. */
-static float fp_group_reduce(int op, float v, __local float *slots, __local float *partials) {
-  const uint lid = get_local_id(0), n = get_local_size(0);
-  const uint width = fp_partials_width(n);
-  slots[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid < width) {
-    float p = slots[lid];
-    for (uint t = lid + width; t < n; t += width)
-      p = fp_reduce_combine(op, p, slots[t]);
-    partials[lid] = p;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  float total = partials[0];
-  for (uint t = 1; t < width; ++t)
-    total = fp_reduce_combine(op, total, partials[t]);
-  return total;
-}
-
 /* ROWS: work-item t of the group combines elements t, t+L, ... of the row
  * (consecutive work-items read consecutive elements when sa1 == 1), four
  * independent accumulators keeping several loads in flight, in chunks of

@@ -38,37 +38,6 @@
 #define FP_ROW_CACHE_SMALL 8
 #endif
 
-/* ---- group reductions ------------------------------------------------------------
- * Two barriers per reduction instead of log2(L): every work-item stores its
- * value in slots[]; the first `width` work-items each fold a strided share of
- * the slots (consecutive addresses: no bank conflicts) into partials[]; then
- * every work-item folds the `width` partials itself, in the same order, so all
- * of them hold the same result without a broadcast. width ~ sqrt(L) balances
- * the two serial stages (8 for L = 32, 32 for L = 1024). Reuse is safe without
- * a third barrier: the next reduction writes slots[] only after this one's
- * second barrier, and partials[] only after its own first barrier, which no
- * work-item reaches before it has read this reduction's partials.
- * Must be called by the whole group (uniform control flow). */
-
-/* torch.amax over the group: NaN propagates (fp_maximum). */
-static float fp_group_max(float v, __local float *slots, __local float *partials) {
-  const uint lid = get_local_id(0), n = get_local_size(0);
-  const uint width = fp_partials_width(n);
-  slots[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid < width) {
-    float p = slots[lid];
-    for (uint t = lid + width; t < n; t += width)
-      p = fp_maximum(p, slots[t]);
-    partials[lid] = p;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  float total = partials[0];
-  for (uint t = 1; t < width; ++t)
-    total = fp_maximum(total, partials[t]);
-  return total;
-}
-
 /* ---- online softmax statistics -----------------------------------------------------
  * (m, s): running maximum and sum of exp(x - m). The special values follow the
  * two-pass form exp(x - max) / sum(exp(x - max)):
