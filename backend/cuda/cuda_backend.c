@@ -32,8 +32,10 @@
 typedef struct cuda_state {
   int device;
   cudaStream_t stream;
-  const void *kernels[FPK_COUNT]; /* host stubs; NULL: not implemented */
-  fp_cuda_alternate alternates[FPK_COUNT];
+  const void *kernels[FPK_COUNT];   /* host stubs; NULL: not implemented */
+  fp_cuda_tuning tuning[FPK_COUNT]; /* extra builds of the ROWS kernels */
+  fp_rows_policy row_policy;        /* FUSEPORT_CUDA_ROW_BUILDS */
+  int cc_major, sm_count;
   bool family_loaded[FPF_COUNT];
   double family_load_ms[FPF_COUNT];
   int max_block_dim[3];
@@ -179,6 +181,17 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
   if (s == NULL)
     return fp_ctx_error(ctx, FP_ERR_OUT_OF_MEMORY, "cuda backend: host allocation failed");
   s->device = device;
+  s->cc_major = prop.major;
+  s->sm_count = prop.multiProcessorCount;
+  bool unknown_policy = false;
+  const char *policy = getenv("FUSEPORT_CUDA_ROW_BUILDS");
+  s->row_policy = fp_rows_policy_from_env(policy, &unknown_policy);
+  if (unknown_policy) {
+    free(s);
+    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                        "FUSEPORT_CUDA_ROW_BUILDS='%s': expected 'block' (the default) or 'tuned'",
+                        policy);
+  }
   for (int d = 0; d < 3; ++d) {
     s->max_block_dim[d] = prop.maxThreadsDim[d];
     s->max_grid_dim[d] = prop.maxGridSize[d];
@@ -218,7 +231,7 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
 
 #define FP_KERNEL_FAMILY(family)                                                                   \
   fp_cuda_register_##family(s->kernels);                                                           \
-  fp_cuda_register_alternates_##family(s->alternates);
+  fp_cuda_register_tuning_##family(s->tuning);
 #include "kernels.def"
 #undef FP_KERNEL_FAMILY
   for (int k = 0; k < FPK_COUNT; ++k) {
@@ -429,8 +442,8 @@ static fp_status load_kernel(fp_context *ctx, const void *fn, const char *name, 
   return FP_OK;
 }
 
-/* The first call for a family loads each of its kernels (and their
- * alternate builds); the time that took is the family's "compile" time. */
+/* The first call for a family loads each of its kernels (and their tuned
+ * builds); the time that took is the family's "compile" time. */
 static fp_status cuda_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *compile_ms) {
   cuda_state *s = state_of(ctx);
   fp_kernel_family family = fp_kernel_family_of(id);
@@ -444,8 +457,9 @@ static fp_status cuda_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *c
         continue;
       const char *name = fp_kernel_name((fp_kernel_id)k);
       st = load_kernel(ctx, s->kernels[k], name, "");
-      if (st == FP_OK && s->alternates[k].kernel != NULL)
-        st = load_kernel(ctx, s->alternates[k].kernel, name, ", long-row build");
+      for (int b = 0; st == FP_OK && b < FP_CUDA_MAX_BUILDS; ++b)
+        if (s->tuning[k].builds[b] != NULL)
+          st = load_kernel(ctx, s->tuning[k].builds[b], name, s->tuning[k].names[b]);
       if (st != FP_OK)
         return st;
     }
@@ -559,11 +573,6 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
   fp_status st = check_geometry(ctx, id, nd);
   if (st != FP_OK)
     return st;
-  const void *fn = s->kernels[id];
-  const fp_cuda_alternate *alt = &s->alternates[id];
-  const bool alternate = alt->kernel != NULL && alt->wanted != NULL && alt->wanted(args, nd);
-  if (alternate)
-    fn = alt->kernel;
 
   /* cudaLaunchKernel takes a pointer to each parameter's value; the union
    * member of each kind starts at the union's address and has the size of
@@ -585,12 +594,39 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
     ++nparams;
   }
 
+  /* The registered build in the host's geometry, unless the planner picks
+   * another build of a ROWS kernel (cuda_plan.h). */
+  const fp_cuda_tuning *tuning = &s->tuning[id];
+  const void *kernel = s->kernels[id];
+  const char *build = "";
+  unsigned cluster = 1;
+  if (tuning->rows && nd->dims == 1 && shared_bytes == 0) {
+    const fp_rows_plan plan =
+        fp_cuda_plan_rows(s->row_policy, &tuning->offer, args[tuning->arg_m].v.i64,
+                          args[tuning->arg_n].v.i64, grid[0], block[0], s->cc_major, s->sm_count);
+    if (plan.build != FP_ROWS_REGISTERED) {
+      kernel = tuning->builds[plan.build];
+      build = tuning->names[plan.build];
+    }
+    if (kernel == NULL || plan.block == 0 || plan.block > (unsigned)s->max_block_dim[0] ||
+        plan.grid == 0 || plan.grid > (unsigned)s->max_grid_dim[0] || plan.cluster == 0 ||
+        plan.grid % plan.cluster != 0)
+      return fp_ctx_error(ctx, FP_ERR_INTERNAL,
+                          "launch of '%s': the planner chose an impossible launch%s (grid %u, "
+                          "block %u, cluster %u)",
+                          name, build, plan.grid, plan.block, plan.cluster);
+    grid[0] = plan.grid;
+    block[0] = plan.block;
+    cluster = plan.cluster;
+  }
+
   st = use_device(ctx);
   if (st != FP_OK)
     return st;
   cudaError_t err;
   if (shared_bytes > CUDA_DEFAULT_DYNAMIC_SHARED) {
-    err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared_bytes);
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)shared_bytes);
     if (err != cudaSuccess)
       return cuda_fail(ctx, err, "cudaFuncSetAttribute(%s, max dynamic shared memory %zu bytes)",
                        name, shared_bytes);
@@ -602,15 +638,49 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
   block_dim.x = block[0];
   block_dim.y = block[1];
   block_dim.z = block[2];
-  err = cudaLaunchKernel(fn, grid_dim, block_dim, params, shared_bytes, s->stream);
+  if (cluster > 1) {
+    cudaLaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = cluster;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cudaLaunchConfig_t config;
+    memset(&config, 0, sizeof config);
+    config.gridDim = grid_dim;
+    config.blockDim = block_dim;
+    config.dynamicSmemBytes = shared_bytes;
+    config.stream = s->stream;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    err = cudaLaunchKernelExC(&config, kernel, params);
+    if (err == cudaSuccess)
+      err = cudaGetLastError();
+    if (err == cudaSuccess)
+      return FP_OK;
+    /* A device that cannot place such a cluster (a partitioned GPU with
+     * small GPCs) still runs the kernel: the registered build computes the
+     * same result in the host's geometry. Any other error is reported. */
+    if (err != cudaErrorInvalidClusterSize && err != cudaErrorLaunchOutOfResources)
+      return cuda_fail(ctx, err,
+                       "cudaLaunchKernelExC(%s%s, grid %u, block %u, cluster %u, %zu bytes of "
+                       "shared memory)",
+                       name, build, grid[0], block[0], cluster, shared_bytes);
+    (void)cudaGetLastError();
+    kernel = s->kernels[id];
+    build = "";
+    grid_dim.x = grid[0] = (unsigned)(nd->global[0] / nd->local[0]);
+    block_dim.x = block[0] = nd->local[0];
+  }
+  err = cudaLaunchKernel(kernel, grid_dim, block_dim, params, shared_bytes, s->stream);
   if (err == cudaSuccess)
     err = cudaGetLastError();
   if (err != cudaSuccess)
     return cuda_fail(ctx, err,
                      "cudaLaunchKernel(%s%s, grid %ux%ux%u, block %ux%ux%u, %zu bytes of "
                      "shared memory)",
-                     name, alternate ? " (long-row build)" : "", grid[0], grid[1], grid[2],
-                     block[0], block[1], block[2], shared_bytes);
+                     name, build, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                     shared_bytes);
   return FP_OK;
 }
 

@@ -21,6 +21,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend_impl.h"
+#include "cuda_plan.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,19 +33,26 @@ extern "C" {
 #include "kernels.def"
 #undef FP_KERNEL_FAMILY
 
-/* A second build of a kernel, tuned for part of its argument range and
- * launched instead of the registered one when wanted(args, nd) says so (the
- * arguments as the backend resolved them; nd already checked against the
- * kernel's geometry convention). Both compute the same function. The reduce
- * kernels have one for rows longer than 8 floats per thread: a deeper row
- * cache in registers, which costs occupancy the short rows need. */
-typedef struct fp_cuda_alternate {
-  const void *kernel; /* NULL: none */
-  bool (*wanted)(const fp_karg *args, const fp_ndrange *nd);
-} fp_cuda_alternate;
+/* ---- tuned builds --------------------------------------------------------------
+ * A family may hold further builds of a ROWS kernel (the same function of
+ * the arguments, written for part of their range: a warp per short row, a
+ * cluster of blocks per long row, a deeper register cache); the backend
+ * picks one per launch with fp_cuda_plan_rows (cuda_plan.h), which states
+ * each build's precondition. */
+#define FP_CUDA_MAX_BUILDS 4
+
+typedef struct fp_cuda_tuning {
+  /* the builds, indexed by fp_rows_build (NULL: none), loaded with their
+   * family; their names in messages */
+  const void *builds[FP_CUDA_MAX_BUILDS];
+  const char *names[FP_CUDA_MAX_BUILDS];
+  bool rows;        /* planned by fp_cuda_plan_rows; false: no tuning */
+  int arg_m, arg_n; /* positions of the int64 M and N in the signature */
+  fp_rows_builds offer;
+} fp_cuda_tuning;
 
 #define FP_KERNEL_FAMILY(family)                                                                   \
-  void fp_cuda_register_alternates_##family(fp_cuda_alternate table[FPK_COUNT]);
+  void fp_cuda_register_tuning_##family(fp_cuda_tuning table[FPK_COUNT]);
 #include "kernels.def"
 #undef FP_KERNEL_FAMILY
 
@@ -59,9 +67,17 @@ cudaError_t fp_cuda_fill_pattern(void *dst, uint64_t bytes, const void *pattern,
 #endif
 
 /* ==== device helpers shared by kernels/cu/<family>.cu (nvcc only) ======== */
-#if defined(__CUDACC__)
+/* FPCU_EMULATION: compiled as host C++ by tests/cuda_emu, which runs the
+ * row kernels on CPU threads (barriers, warp shuffles and clusters
+ * emulated) so that their logic is tested on machines without a GPU. */
+#if defined(__CUDACC__) || defined(FPCU_EMULATION)
 
+#ifndef FPCU_EMULATION
+#include <cooperative_groups.h>
+#endif
 #include <math_constants.h>
+
+#include <string.h>
 
 #include <type_traits>
 
@@ -92,9 +108,12 @@ __device__ __forceinline__ bool aligned16(const void *p) {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
 }
 
-/* Visits indices begin, begin+step, ... < end: U loads are issued before the
- * first use so that U memory requests per thread are in flight. load(i) is
- * called in increasing order of i (loaders may keep a running cursor). */
+/* Visits indices begin, begin+step, ... < end, U at a time: the U loads of
+ * a round are issued before the first use, so that U memory requests per
+ * thread are in flight; the last round is predicated rather than run one
+ * item at a time, which matters when a thread has only a few items (a
+ * 64 MiB elementwise cell gives each thread about two). load(i) is called
+ * in increasing order of i (loaders may keep a running cursor). */
 template <int U, class Load, class Use>
 __device__ __forceinline__ void strided_unrolled(long long begin, long long end, long long step,
                                                  Load load, Use use) {
@@ -228,46 +247,103 @@ struct MaxOp {
   __device__ __forceinline__ float operator()(float a, float b) const { return fp_maximum(a, b); }
 };
 
-__device__ __forceinline__ float shfl_xor(float v, int lane_mask) {
-  return __shfl_xor_sync(kFullMask, v, lane_mask);
+/* Largest value type a block reduction takes (four floats). */
+constexpr int kMaxReduceBytes = 16;
+
+/* Warp shuffles of any value made of 32-bit words (float, or a struct of
+ * floats such as the reductions' running statistics). */
+template <class T> __device__ __forceinline__ T shfl_xor_words(T v, int lane_mask) {
+  static_assert(sizeof(T) % 4 == 0 && sizeof(T) <= kMaxReduceBytes, "a struct of 32-bit words");
+  unsigned w[sizeof(T) / 4];
+  memcpy(w, &v, sizeof(T));
+#pragma unroll
+  for (unsigned k = 0; k < sizeof(T) / 4; ++k)
+    w[k] = __shfl_xor_sync(kFullMask, w[k], lane_mask);
+  memcpy(&v, w, sizeof(T));
+  return v;
 }
+template <class T> __device__ __forceinline__ T shfl_from(T v, int lane) {
+  unsigned w[sizeof(T) / 4];
+  memcpy(w, &v, sizeof(T));
+#pragma unroll
+  for (unsigned k = 0; k < sizeof(T) / 4; ++k)
+    w[k] = __shfl_sync(kFullMask, w[k], lane);
+  memcpy(&v, w, sizeof(T));
+  return v;
+}
+
+/* Reduction of v over the warp, returned to every lane: a butterfly, then
+ * lane 0's value everywhere (a combine whose rounding depends on operand
+ * order, such as the Welford merge, would otherwise leave lanes a rounding
+ * apart). */
+template <class T, class Combine>
+__device__ __forceinline__ T warp_allreduce(T v, Combine combine) {
+#pragma unroll
+  for (int mask = 16; mask > 0; mask >>= 1)
+    v = combine(v, shfl_xor_words(v, mask));
+  return shfl_from(v, 0);
+}
+
+/* Shared memory of the block reductions: one slot per warp and the result.
+ * The result lies after all 32 slots whatever the value type, so calls of
+ * different types may follow each other on one scratch (see below). */
+struct alignas(16) BlockScratch {
+  unsigned char slot[32][kMaxReduceBytes];
+  unsigned char result[kMaxReduceBytes];
+  /* the cluster exchange's two buffers (ClusterTeam) */
+  unsigned char exchange[2][kMaxReduceBytes];
+};
 
 /* Reduction of v over the whole block, returned to every thread.
  * blockDim.x must be a multiple of 32 (ROWS: a power of two in [32, 1024],
- * checked by the backend). scratch: 33 entries of shared memory, private to
- * this call site or reused only by calls that every thread reaches in the
- * same order: each call writes slots 0..31 before its first barrier and
- * slot 32 only between its two barriers, after every thread has read the
- * slot 32 of the previous call, so back-to-back calls need no extra barrier.
- * Every thread gets the value that warp 0's lane 0 computed, so a combine
- * whose rounding depends on the operand order still yields one value. */
+ * checked by the backend). Back-to-back calls on one scratch need no extra
+ * barrier: each call writes the slots before its first barrier, when every
+ * thread has passed the previous call's second barrier and so warp 0 has
+ * read that call's slots; it writes the result between its two barriers,
+ * when every thread has passed its first, after reading the previous
+ * result. Every thread gets the value that warp 0's lane 0 computed, so a
+ * combine whose rounding depends on the operand order still yields one
+ * value. */
+/* The block's one BlockScratch: a __shared__ variable of a device
+ * function is one per kernel that uses it, and addressing it directly (not
+ * through a pointer member) keeps shared-memory accesses 32-bit. */
+__device__ __forceinline__ BlockScratch &block_scratch() {
+#ifdef FPCU_EMULATION
+  return *static_cast<BlockScratch *>(fpemu::block_shared(sizeof(BlockScratch)));
+#else
+  __shared__ BlockScratch scratch;
+  return scratch;
+#endif
+}
+
 template <class T, class Combine>
-__device__ __forceinline__ T block_allreduce(T v, T identity, Combine combine, T *scratch) {
+__device__ __forceinline__ T block_allreduce(T v, T identity, Combine combine) {
+  BlockScratch &scratch = block_scratch();
+  T *slots = reinterpret_cast<T *>(&scratch.slot[0][0]); /* T-sized, packed */
+  T *result = reinterpret_cast<T *>(scratch.result);
 #pragma unroll
   for (int mask = 16; mask > 0; mask >>= 1)
-    v = combine(v, shfl_xor(v, mask));
+    v = combine(v, shfl_xor_words(v, mask));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int warps = blockDim.x >> 5;
   if (lane == 0)
-    scratch[warp] = v;
+    slots[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    T w = lane < warps ? scratch[lane] : identity;
+    T w = lane < warps ? slots[lane] : identity;
 #pragma unroll
     for (int mask = 16; mask > 0; mask >>= 1)
-      w = combine(w, shfl_xor(w, mask));
+      w = combine(w, shfl_xor_words(w, mask));
     if (lane == 0)
-      scratch[32] = w;
+      *result = w;
   }
   __syncthreads();
-  return scratch[32];
+  return *result;
 }
 
-__device__ __forceinline__ float block_sum(float v, float *scratch) {
-  return block_allreduce(v, 0.0f, SumOp(), scratch);
-}
-__device__ __forceinline__ float block_max(float v, float *scratch) {
-  return block_allreduce(v, -CUDART_INF_F, MaxOp(), scratch);
+__device__ __forceinline__ float block_sum(float v) { return block_allreduce(v, 0.0f, SumOp()); }
+__device__ __forceinline__ float block_max(float v) {
+  return block_allreduce(v, -CUDART_INF_F, MaxOp());
 }
 
 /* ---- rows: head scalars, 16-byte vectors, tail scalars ------------------- */
@@ -299,94 +375,241 @@ __device__ __forceinline__ long long tail_col(const RowSplit &s, int t) {
   return s.head + (s.nvec << 2) + t;
 }
 
-/* The part of a row one thread keeps in registers: vectors threadIdx.x +
- * k*blockDim.x for k < K, plus head element threadIdx.x and tail element
- * threadIdx.x where those exist. Rows of up to K*blockDim.x vectors are
- * thereby read from global memory exactly once. */
+/* ---- teams: the threads that share a row ------------------------------------
+ * A team of size() threads (this one being rank()) holds a part of one row
+ * at a time: vectors [v0, v0 + nv) of the row's split, plus the head and
+ * tail scalars where it holds them. It reduces over the whole row with allreduce()
+ * (every thread of every team of the row gets the same value), and one
+ * thread of the row, leader(), writes per-row results. Three kinds:
+ *   BlockTeam    the block holds the whole row (ROWS convention);
+ *   WarpTeam     each warp holds a whole row: short rows, several per block;
+ *   ClusterTeam  the C blocks of a thread-block cluster (sm_90) each hold a
+ *                contiguous C-th of the row and exchange their partial
+ *                results through distributed shared memory: a long row is
+ *                spread over several SMs and still read once.
+ * Every thread of a team must call allreduce() the same number of times. */
+struct RowPart {
+  RowSplit s;
+  long long v0, nv; /* whole-row teams: 0 and s.nvec */
+};
+
+struct BlockTeam {
+  static constexpr bool kWholeRow = true;
+  __device__ __forceinline__ int rank() const { return threadIdx.x; }
+  __device__ __forceinline__ int size() const { return blockDim.x; }
+  __device__ __forceinline__ bool leader() const { return threadIdx.x == 0; }
+  __device__ __forceinline__ long long first_row() const { return blockIdx.x; }
+  __device__ __forceinline__ long long row_step() const { return gridDim.x; }
+  __device__ __forceinline__ RowPart part(const RowSplit &s) const {
+    RowPart p = {s, 0, s.nvec};
+    return p;
+  }
+  template <class T, class Combine>
+  __device__ __forceinline__ T allreduce(T v, T identity, Combine combine) const {
+    return block_allreduce(v, identity, combine);
+  }
+};
+
+struct WarpTeam {
+  static constexpr bool kWholeRow = true;
+  __device__ __forceinline__ int rank() const { return threadIdx.x & 31; }
+  __device__ __forceinline__ int size() const { return 32; }
+  __device__ __forceinline__ bool leader() const { return (threadIdx.x & 31) == 0; }
+  __device__ __forceinline__ long long first_row() const {
+    return (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  }
+  __device__ __forceinline__ long long row_step() const {
+    return (long long)gridDim.x * (blockDim.x >> 5);
+  }
+  __device__ __forceinline__ RowPart part(const RowSplit &s) const {
+    RowPart p = {s, 0, s.nvec};
+    return p;
+  }
+  template <class T, class Combine>
+  __device__ __forceinline__ T allreduce(T v, T, Combine combine) const {
+    return warp_allreduce(v, combine);
+  }
+};
+
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900) || defined(FPCU_EMULATION)
+/* Thread-block clusters need sm_90; the cluster builds compile to a trap
+ * elsewhere, and the planner only chooses them on sm_90 and later. */
+#define FPCU_HAVE_CLUSTERS 1
+struct ClusterTeam {
+  static constexpr bool kWholeRow = false;
+  unsigned rank_in_cluster, blocks; /* this block's rank; blocks per cluster */
+  mutable int parity;               /* which exchange buffer is next */
+  __device__ __forceinline__ int rank() const { return threadIdx.x; }
+  __device__ __forceinline__ int size() const { return blockDim.x; }
+  __device__ __forceinline__ bool leader() const {
+    return rank_in_cluster == 0 && threadIdx.x == 0;
+  }
+  __device__ __forceinline__ long long first_row() const { return blockIdx.x / blocks; }
+  __device__ __forceinline__ long long row_step() const { return gridDim.x / blocks; }
+  /* Contiguous shares of ceil(nvec / blocks) vectors; the first block takes
+   * the head scalars and the last the tail, the blocks whose shares they
+   * border. */
+  __device__ __forceinline__ RowPart part(const RowSplit &s) const {
+    const long long share = (s.nvec + blocks - 1) / blocks;
+    RowPart p;
+    p.s = s;
+    p.v0 = share * rank_in_cluster;
+    p.nv = s.nvec - p.v0 < share ? s.nvec - p.v0 : share;
+    if (p.nv < 0)
+      p.nv = 0;
+    return p;
+  }
+  __device__ __forceinline__ bool holds_head() const { return rank_in_cluster == 0; }
+  __device__ __forceinline__ bool holds_tail() const { return rank_in_cluster == blocks - 1; }
+  /* The block's value goes to one of two exchange buffers, alternately:
+   * a block writes a buffer again two exchanges later, after the cluster
+   * barrier of the exchange in between, which every block reaches only
+   * once it has read this one. Blocks combine the values in rank order, so
+   * all get the same bits. Kernels end with cluster_done(). */
+  template <class T, class Combine>
+  __device__ __forceinline__ T allreduce(T v, T identity, Combine combine) const {
+    const T mine = block_allreduce(v, identity, combine);
+    T *buffer = reinterpret_cast<T *>(block_scratch().exchange[parity]);
+    parity ^= 1;
+    if (threadIdx.x == 0)
+      *buffer = mine;
+    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    cluster.sync();
+    T r = *cluster.map_shared_rank(buffer, 0);
+    for (unsigned b = 1; b < blocks; ++b)
+      r = combine(r, *cluster.map_shared_rank(buffer, b));
+    return r;
+  }
+};
+/* No block may exit while another can still read its shared memory. */
+__device__ __forceinline__ void cluster_done() { cooperative_groups::this_cluster().sync(); }
+#endif
+
+/* Whether this team holds the row's head (tail) scalars: a whole-row team
+ * always does; a cluster's first (last) block does. */
+template <class Team> __device__ __forceinline__ bool holds_head(const Team &t) {
+  if constexpr (Team::kWholeRow)
+    return true;
+  else
+    return t.holds_head();
+}
+template <class Team> __device__ __forceinline__ bool holds_tail(const Team &t) {
+  if constexpr (Team::kWholeRow)
+    return true;
+  else
+    return t.holds_tail();
+}
+
+/* The head (tail) scalar this thread holds: element rank() of the row's
+ * head (tail) when its team holds that end. */
+template <class Team>
+__device__ __forceinline__ bool has_head_elem(const Team &t, const RowPart &p) {
+  return holds_head(t) && t.rank() < p.s.head;
+}
+template <class Team>
+__device__ __forceinline__ bool has_tail_elem(const Team &t, const RowPart &p) {
+  return holds_tail(t) && t.rank() < p.s.tail;
+}
+
+/* The part of a row one thread keeps in registers: the team's vectors
+ * rank() + k*size() for k < K, plus a head and a tail element where it
+ * holds them. Rows whose part has up to K*size() vectors are thereby read
+ * from global memory exactly once. */
 template <int K> struct RowCache {
   float4 v[K];
   float head, tail;
 };
 
-/* Vector index of slot k of this thread, and whether the row has it (K is
- * unrolled, so the cache stays in registers). 32-bit: a cached row has at
- * most 8 * 1024 vectors. */
-__device__ __forceinline__ int slot_vector(int k) { return (int)(threadIdx.x + k * blockDim.x); }
-__device__ __forceinline__ bool slot_valid(const RowSplit &s, int k) {
-  return slot_vector(k) < s.nvec;
+/* Index in the row's split of slot k of this thread, and whether the part
+ * has it (K is unrolled, so the cache stays in registers). 32-bit: a cached
+ * row has at most 8 * 8 * 1024 vectors (64-bit index math costs the
+ * register pairs that made these kernels spill). */
+template <class Team> __device__ __forceinline__ int slot_offset(const Team &t, int k) {
+  return t.rank() + k * t.size();
+}
+template <class Team>
+__device__ __forceinline__ bool slot_valid(const Team &t, const RowPart &p, int k) {
+  if constexpr (Team::kWholeRow)
+    return slot_offset(t, k) < p.s.nvec;
+  else
+    return slot_offset(t, k) < p.nv;
+}
+template <class Team>
+__device__ __forceinline__ int slot_vector(const Team &t, const RowPart &p, int k) {
+  if constexpr (Team::kWholeRow)
+    return slot_offset(t, k);
+  else
+    return (int)p.v0 + slot_offset(t, k);
 }
 
-/* Loads this thread's part of a row split as s; vec: row + s.head is 16-byte
- * aligned (true for the row s was computed from). All K loads are issued
- * before any is used. */
-template <int K>
-__device__ __forceinline__ void cache_load(RowCache<K> &c, const float *row, const RowSplit &s,
-                                           bool vec) {
-  const int t = threadIdx.x;
-  c.head = t < s.head ? __ldg(row + t) : 0.0f;
-  const float *body = row + s.head;
+/* Loads this thread's part of a row split as p.s; vec: row + p.s.head is
+ * 16-byte aligned (true for the row the split was computed from). All K
+ * loads are issued before any is used. */
+template <int K, class Team>
+__device__ __forceinline__ void cache_load(const Team &t, RowCache<K> &c, const float *row,
+                                           const RowPart &p, bool vec) {
+  c.head = has_head_elem(t, p) ? __ldg(row + t.rank()) : 0.0f;
+  const float *body = row + p.s.head;
 #pragma unroll
   for (int k = 0; k < K; ++k)
-    c.v[k] = slot_valid(s, k) ? ldg4_any(body + 4 * slot_vector(k), vec)
-                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  c.tail = t < s.tail ? __ldg(row + tail_col(s, t)) : 0.0f;
+    c.v[k] = slot_valid(t, p, k) ? ldg4_any(body + 4 * slot_vector(t, p, k), vec)
+                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  c.tail = has_tail_elem(t, p) ? __ldg(row + tail_col(p.s, t.rank())) : 0.0f;
 }
 
 /* f(float &) on every element this thread holds. */
-template <int K, class F>
-__device__ __forceinline__ void cache_for_each(RowCache<K> &c, const RowSplit &s, F f) {
-  const int t = threadIdx.x;
-  if (t < s.head)
+template <int K, class Team, class F>
+__device__ __forceinline__ void cache_for_each(const Team &t, RowCache<K> &c, const RowPart &p,
+                                               F f) {
+  if (has_head_elem(t, p))
     f(c.head);
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    if (slot_valid(s, k)) {
+    if (slot_valid(t, p, k)) {
       f(c.v[k].x);
       f(c.v[k].y);
       f(c.v[k].z);
       f(c.v[k].w);
     }
   }
-  if (t < s.tail)
+  if (has_tail_elem(t, p))
     f(c.tail);
 }
 
-/* f(float &, float &) on the elements of two caches of the same row split,
- * in lockstep. */
-template <int K, class F>
-__device__ __forceinline__ void cache_for_each2(RowCache<K> &a, RowCache<K> &b, const RowSplit &s,
-                                                F f) {
-  const int t = threadIdx.x;
-  if (t < s.head)
+/* f(float &, float &) on the elements of two caches of the same part, in
+ * lockstep. */
+template <int K, class Team, class F>
+__device__ __forceinline__ void cache_for_each2(const Team &t, RowCache<K> &a, RowCache<K> &b,
+                                                const RowPart &p, F f) {
+  if (has_head_elem(t, p))
     f(a.head, b.head);
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    if (slot_valid(s, k)) {
+    if (slot_valid(t, p, k)) {
       f(a.v[k].x, b.v[k].x);
       f(a.v[k].y, b.v[k].y);
       f(a.v[k].z, b.v[k].z);
       f(a.v[k].w, b.v[k].w);
     }
   }
-  if (t < s.tail)
+  if (has_tail_elem(t, p))
     f(a.tail, b.tail);
 }
 
 /* Writes the cache to a row split like the one it was loaded from; vec:
- * out_row + s.head is 16-byte aligned. */
-template <int K>
-__device__ __forceinline__ void cache_store(const RowCache<K> &c, float *out_row, const RowSplit &s,
-                                            bool vec) {
-  const int t = threadIdx.x;
-  if (t < s.head)
-    out_row[t] = c.head;
-  float *body = out_row + s.head;
+ * out_row + p.s.head is 16-byte aligned. */
+template <int K, class Team>
+__device__ __forceinline__ void cache_store(const Team &t, const RowCache<K> &c, float *out_row,
+                                            const RowPart &p, bool vec) {
+  if (has_head_elem(t, p))
+    out_row[t.rank()] = c.head;
+  float *body = out_row + p.s.head;
 #pragma unroll
   for (int k = 0; k < K; ++k)
-    if (slot_valid(s, k))
-      st4_any(body + 4 * slot_vector(k), c.v[k], vec);
-  if (t < s.tail)
-    out_row[tail_col(s, t)] = c.tail;
+    if (slot_valid(t, p, k))
+      st4_any(body + 4 * slot_vector(t, p, k), c.v[k], vec);
+  if (has_tail_elem(t, p))
+    out_row[tail_col(p.s, t.rank())] = c.tail;
 }
 
 /* Streams a row through the block with U vector loads in flight per thread:
@@ -394,7 +617,8 @@ __device__ __forceinline__ void cache_store(const RowCache<K> &c, float *out_row
  * for vector v (columns s.head + 4v .. +3). kBackward visits the vectors
  * from the end of the row (still coalesced: a warp reads 32 consecutive
  * vectors, in descending order): a pass that rereads a row it has just
- * streamed then starts with the part most likely still in L2. */
+ * streamed then starts with the part most likely still in L2. Block teams
+ * only (rows longer than any cache). */
 template <int U, bool kBackward = false, class Scalar, class LoadV, class UseV>
 __device__ __forceinline__ void row_stream(const RowSplit &s, Scalar scalar, LoadV load_vec,
                                            UseV use_vec) {
@@ -413,31 +637,45 @@ __device__ __forceinline__ void row_stream(const RowSplit &s, Scalar scalar, Loa
     scalar(tail_col(s, t));
 }
 
+/* Streams a team's part of a row with U vector loads in flight per thread:
+ * scalar(col) for the head and tail elements the thread holds,
+ * load_vec(v)/use_vec(v, item) for its vectors v (columns s.head + 4v ..
+ * +3, v an index in the row's split), in increasing order. */
+template <int U, class Team, class Scalar, class LoadV, class UseV>
+__device__ __forceinline__ void part_stream(const Team &t, const RowPart &p, Scalar scalar,
+                                            LoadV load_vec, UseV use_vec) {
+  if (has_head_elem(t, p))
+    scalar((long long)t.rank());
+  strided_unrolled<U>(p.v0 + t.rank(), p.v0 + p.nv, t.size(), load_vec, use_vec);
+  if (has_tail_elem(t, p))
+    scalar(tail_col(p.s, t.rank()));
+}
+
 /* Calls body(std::integral_constant<int, K>()) with the smallest K in
- * {1, 2, 4, 8} (K <= kMaxK) whose cache holds nvec vectors per thread;
- * false when none does (the caller streams the row instead). The branch is
- * uniform over the block: it depends on nvec and blockDim.x only. */
+ * {1, 2, 4, 8} (K <= kMaxK) whose cache holds nv vectors per thread of a
+ * team of `size`; false when none does (the caller streams the row
+ * instead). The branch is uniform over the team. */
 template <int kMaxK, class Body>
-__device__ __forceinline__ bool dispatch_cached(long long nvec, Body &&body) {
-  const long long L = blockDim.x;
-  if (nvec <= L) {
+__device__ __forceinline__ bool dispatch_cached(long long nv, int size, Body &&body) {
+  const long long L = size;
+  if (nv <= L) {
     body(std::integral_constant<int, 1>());
     return true;
   }
   if constexpr (kMaxK >= 2) {
-    if (nvec <= 2 * L) {
+    if (nv <= 2 * L) {
       body(std::integral_constant<int, 2>());
       return true;
     }
   }
   if constexpr (kMaxK >= 4) {
-    if (nvec <= 4 * L) {
+    if (nv <= 4 * L) {
       body(std::integral_constant<int, 4>());
       return true;
     }
   }
   if constexpr (kMaxK >= 8) {
-    if (nvec <= 8 * L) {
+    if (nv <= 8 * L) {
       body(std::integral_constant<int, 8>());
       return true;
     }
@@ -581,8 +819,39 @@ __device__ __forceinline__ float dropout_apply(float v, long long seed, long lon
   return fp_dropout_keep((fp_u64)seed, (fp_u64)index, p) ? v * scale : 0.0f;
 }
 
+/* ---- registration of the ROWS builds (host code) ------------------------------ */
+
+/* The tuning entry of a ROWS kernel: its builds (NULL where it has none),
+ * where M and N are, and the cache of each build in float4 per thread (the
+ * planner's preconditions; cluster_vectors 0: the cluster build streams). */
+inline fp_cuda_tuning rows_tuning(const void *long_rows, const void *warp_short, const void *warp,
+                                  const void *cluster, int arg_m, int arg_n, int warp_short_vectors,
+                                  int warp_vectors, int cluster_vectors) {
+  fp_cuda_tuning t = {};
+  const void *builds[FP_CUDA_MAX_BUILDS] = {};
+  builds[FP_ROWS_LONG] = long_rows;
+  builds[FP_ROWS_WARP_SHORT] = warp_short;
+  builds[FP_ROWS_WARP] = warp;
+  builds[FP_ROWS_CLUSTER] = cluster;
+  t.names[FP_ROWS_LONG] = " (long-row build)";
+  t.names[FP_ROWS_WARP_SHORT] = " (warp-per-row build, short rows)";
+  t.names[FP_ROWS_WARP] = " (warp-per-row build)";
+  t.names[FP_ROWS_CLUSTER] = " (cluster-per-row build)";
+  for (int k = 0; k < FP_CUDA_MAX_BUILDS; ++k) {
+    t.builds[k] = builds[k];
+    t.offer.has[k] = builds[k] != nullptr;
+  }
+  t.rows = true;
+  t.arg_m = arg_m;
+  t.arg_n = arg_n;
+  t.offer.warp_short_vectors = warp_short_vectors;
+  t.offer.warp_vectors = warp_vectors;
+  t.offer.cluster_vectors = cluster_vectors;
+  return t;
+}
+
 } // namespace fpcu
 
-#endif /* __CUDACC__ */
+#endif /* __CUDACC__ || FPCU_EMULATION */
 
 #endif

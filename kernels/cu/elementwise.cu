@@ -123,6 +123,6 @@ extern "C" void fp_cuda_register_elementwise(const void *table[FPK_COUNT]) {
   table[FPK_bias_dropout_add_fused_t] = reinterpret_cast<const void *>(&bias_dropout_add_fused_t);
 }
 
-extern "C" void fp_cuda_register_alternates_elementwise(fp_cuda_alternate table[FPK_COUNT]) {
+extern "C" void fp_cuda_register_tuning_elementwise(fp_cuda_tuning table[FPK_COUNT]) {
   (void)table; /* one build per kernel */
 }

@@ -3,8 +3,9 @@
  * kernels/kernels.def; reference: kernels/cpu/horizontal.c.
  *
  * Both kernels stream each row once (head scalars, 16-byte vectors with two
- * loads in flight per thread, tail scalars; fpcu::row_stream), accumulate per
- * thread and finish with one block reduction per row. No row cache is needed:
+ * loads in flight per thread, tail scalars; fpcu::part_stream), accumulate per
+ * thread and finish with one team reduction per row (a block, a warp or a
+ * cluster holds the row; see the builds below). No row cache is needed:
  * nothing is read twice. 32 and 40 registers (2048 and 1536 resident threads
  * per SM) without spills; see reduce.cu for why __maxnreg__. The 32-byte
  * stack frame of hreduce_pointwise_fused is cosf's own: its Payne-Hanek
@@ -20,12 +21,6 @@ namespace {
 struct SumMax {
   float sum, max;
 };
-
-__device__ __forceinline__ SumMax shfl_xor(SumMax v, int mask) {
-  v.sum = __shfl_xor_sync(kFullMask, v.sum, mask);
-  v.max = __shfl_xor_sync(kFullMask, v.max, mask);
-  return v;
-}
 
 struct CombineSumMax {
   __device__ __forceinline__ SumMax operator()(SumMax a, SumMax b) const {
@@ -48,25 +43,19 @@ __device__ __forceinline__ void sum_max_add(SumMax &st, float v) {
   st.max = fp_maximum(st.max, v);
 }
 
-} // namespace
-
-/* ---- kernels ----------------------------------------------------------------- */
-
-/* hreduce_pointwise_fused(sum, cosx, a, M, N)                         ROWS
- * sum[i] = sum_j a[i,j]; cosx[i,j] = cos(a[i,j]). */
-static __global__ void __maxnreg__(40) /* 32 would spill around cosf */
-    hreduce_pointwise_fused(float *sum, float *cosx, const float *a, long long M, long long N) {
-  __shared__ float scratch[33];
-  for (long long row = blockIdx.x; row < M; row += gridDim.x) {
+template <class Team>
+__device__ __forceinline__ void hreduce_pointwise_rows(const Team &team, float *sum, float *cosx,
+                                                       const float *a, long long M, long long N) {
+  for (long long row = team.first_row(); row < M; row += team.row_step()) {
     const float *a_row = a + row * N;
     float *cos_row = cosx + row * N;
-    const RowSplit s = row_split(a_row, N);
-    const bool cos_vec = aligned16(cos_row + s.head);
-    const float *a_body = a_row + s.head;
-    float *cos_body = cos_row + s.head;
+    const RowPart p = team.part(row_split(a_row, N));
+    const bool cos_vec = aligned16(cos_row + p.s.head);
+    const float *a_body = a_row + p.s.head;
+    float *cos_body = cos_row + p.s.head;
     float acc = 0.0f;
-    row_stream<2>(
-        s,
+    part_stream<2>(
+        team, p,
         [&](long long j) {
           const float v = __ldg(a_row + j);
           cos_row[j] = cosf(v);
@@ -77,35 +66,90 @@ static __global__ void __maxnreg__(40) /* 32 would spill around cosf */
           st4_any(cos_body + 4 * v, map4(x, [](float e) { return cosf(e); }), cos_vec);
           acc += (x.x + x.y) + (x.z + x.w);
         });
-    acc = block_sum(acc, scratch);
-    if (threadIdx.x == 0)
+    acc = team.allreduce(acc, 0.0f, SumOp());
+    if (team.leader())
       sum[row] = acc;
   }
+}
+
+template <class Team>
+__device__ __forceinline__ void hreduce_reduce_rows(const Team &team, float *sum, float *amax,
+                                                    const float *a, long long M, long long N) {
+  for (long long row = team.first_row(); row < M; row += team.row_step()) {
+    const float *a_row = a + row * N;
+    const RowPart p = team.part(row_split(a_row, N));
+    const float *a_body = a_row + p.s.head;
+    SumMax st = sum_max_empty();
+    part_stream<2>(
+        team, p, [&](long long j) { sum_max_add(st, __ldg(a_row + j)); },
+        [&](long long v) { return ldg4(a_body + 4 * v); },
+        [&](long long, float4 x) {
+          st.sum += (x.x + x.y) + (x.z + x.w);
+          st.max = fp_maximum(st.max, fp_maximum(fp_maximum(x.x, x.y), fp_maximum(x.z, x.w)));
+        });
+    st = team.allreduce(st, sum_max_empty(), CombineSumMax());
+    if (team.leader()) {
+      sum[row] = st.sum;
+      amax[row] = st.max;
+    }
+  }
+}
+
+} // namespace
+
+/* ---- kernels ----------------------------------------------------------------- */
+
+/* Three builds each: a block per row (the registered one), a warp per row
+ * for rows of up to 1024 floats (8 rows per block: a block of 32 threads
+ * per short row would be capped at 32 blocks, 1024 threads, per SM), and a
+ * cluster of blocks per row on sm_90 (a few long rows spread over the GPU).
+ * Nothing is cached, so any row length suits every build. */
+
+/* hreduce_pointwise_fused(sum, cosx, a, M, N)                         ROWS
+ * sum[i] = sum_j a[i,j]; cosx[i,j] = cos(a[i,j]). */
+static __global__ void __maxnreg__(40) /* 32 would spill around cosf */
+    hreduce_pointwise_fused(float *sum, float *cosx, const float *a, long long M, long long N) {
+  hreduce_pointwise_rows(BlockTeam{}, sum, cosx, a, M, N);
+}
+static __global__ void __maxnreg__(40)
+    hreduce_pointwise_fused_warp(float *sum, float *cosx, const float *a, long long M,
+                                 long long N) {
+  hreduce_pointwise_rows(WarpTeam{}, sum, cosx, a, M, N);
+}
+static __global__ void __maxnreg__(40)
+    hreduce_pointwise_fused_cluster(float *sum, float *cosx, const float *a, long long M,
+                                    long long N) {
+#ifdef FPCU_HAVE_CLUSTERS
+  const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  hreduce_pointwise_rows(ClusterTeam{cluster.block_rank(), cluster.num_blocks(), 0}, sum, cosx, a,
+                         M, N);
+  cluster_done();
+#else
+  __trap();
+#endif
 }
 
 /* hreduce_reduce_fused(sum, amax, a, M, N)                            ROWS
  * sum[i] = sum_j a[i,j]; amax[i] = max_j a[i,j] (NaN propagates). */
 static __global__ void __maxnreg__(32)
     hreduce_reduce_fused(float *sum, float *amax, const float *a, long long M, long long N) {
-  __shared__ SumMax scratch[33];
-  for (long long row = blockIdx.x; row < M; row += gridDim.x) {
-    const float *a_row = a + row * N;
-    const RowSplit s = row_split(a_row, N);
-    const float *a_body = a_row + s.head;
-    SumMax st = sum_max_empty();
-    row_stream<2>(
-        s, [&](long long j) { sum_max_add(st, __ldg(a_row + j)); },
-        [&](long long v) { return ldg4(a_body + 4 * v); },
-        [&](long long, float4 x) {
-          st.sum += (x.x + x.y) + (x.z + x.w);
-          st.max = fp_maximum(st.max, fp_maximum(fp_maximum(x.x, x.y), fp_maximum(x.z, x.w)));
-        });
-    st = block_allreduce(st, sum_max_empty(), CombineSumMax(), scratch);
-    if (threadIdx.x == 0) {
-      sum[row] = st.sum;
-      amax[row] = st.max;
-    }
-  }
+  hreduce_reduce_rows(BlockTeam{}, sum, amax, a, M, N);
+}
+static __global__ void __maxnreg__(40)
+    hreduce_reduce_fused_warp(float *sum, float *amax, const float *a, long long M, long long N) {
+  hreduce_reduce_rows(WarpTeam{}, sum, amax, a, M, N);
+}
+static __global__ void __maxnreg__(32)
+    hreduce_reduce_fused_cluster(float *sum, float *amax, const float *a, long long M,
+                                 long long N) {
+#ifdef FPCU_HAVE_CLUSTERS
+  const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  hreduce_reduce_rows(ClusterTeam{cluster.block_rank(), cluster.num_blocks(), 0}, sum, amax, a, M,
+                      N);
+  cluster_done();
+#else
+  __trap();
+#endif
 }
 
 extern "C" void fp_cuda_register_horizontal(const void *table[FPK_COUNT]) {
@@ -113,6 +157,14 @@ extern "C" void fp_cuda_register_horizontal(const void *table[FPK_COUNT]) {
   table[FPK_hreduce_reduce_fused] = reinterpret_cast<const void *>(&hreduce_reduce_fused);
 }
 
-extern "C" void fp_cuda_register_alternates_horizontal(fp_cuda_alternate table[FPK_COUNT]) {
-  (void)table; /* one build per kernel */
+extern "C" void fp_cuda_register_tuning_horizontal(fp_cuda_tuning table[FPK_COUNT]) {
+  /* (sum, out2, a, M, N): M and N are arguments 3 and 4; the warp build
+   * takes rows of up to 1024 floats, and the cluster's blocks (which cache
+   * nothing) any share */
+  table[FPK_hreduce_pointwise_fused] =
+      rows_tuning(nullptr, nullptr, reinterpret_cast<const void *>(&hreduce_pointwise_fused_warp),
+                  reinterpret_cast<const void *>(&hreduce_pointwise_fused_cluster), 3, 4, 0, 8, 0);
+  table[FPK_hreduce_reduce_fused] =
+      rows_tuning(nullptr, nullptr, reinterpret_cast<const void *>(&hreduce_reduce_fused_warp),
+                  reinterpret_cast<const void *>(&hreduce_reduce_fused_cluster), 3, 4, 0, 8, 0);
 }

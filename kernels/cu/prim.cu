@@ -74,7 +74,7 @@ __device__ __forceinline__ void prim_binary_run(float *out, long long so0, long 
 template <class Op>
 __device__ __forceinline__ void reduce_rows_run(float *out, const float *a, long long M,
                                                 long long N, long long sa0, long long sa1,
-                                                float identity, Op op, float *scratch) {
+                                                float identity, Op op) {
   for (long long row = blockIdx.x; row < M; row += gridDim.x) {
     const float *a_row = a + row * sa0;
     float acc = identity;
@@ -90,7 +90,7 @@ __device__ __forceinline__ void reduce_rows_run(float *out, const float *a, long
           threadIdx.x, N, blockDim.x, [&](long long j) { return __ldg(a_row + j * sa1); },
           [&](long long, float v) { acc = op(acc, v); });
     }
-    acc = block_allreduce(acc, identity, op, scratch);
+    acc = block_allreduce(acc, identity, op);
     if (threadIdx.x == 0)
       out[row] = acc;
   }
@@ -211,11 +211,10 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
 static __global__ void __maxnreg__(40) /* 32 spills on sm_80/86 */
     prim_reduce_rows(float *out, const float *a, int op, long long M, long long N, long long sa0,
                      long long sa1) {
-  __shared__ float scratch[33];
   if (op == FP_REDUCE_SUM)
-    reduce_rows_run(out, a, M, N, sa0, sa1, 0.0f, SumOp(), scratch);
+    reduce_rows_run(out, a, M, N, sa0, sa1, 0.0f, SumOp());
   else
-    reduce_rows_run(out, a, M, N, sa0, sa1, -CUDART_INF_F, MaxOp(), scratch);
+    reduce_rows_run(out, a, M, N, sa0, sa1, -CUDART_INF_F, MaxOp());
 }
 
 /* prim_dropout(out, a, M, N, so0, so1, sa0, sa1, p, scale, seed, training) ELEM */
@@ -286,6 +285,6 @@ extern "C" void fp_cuda_register_prim(const void *table[FPK_COUNT]) {
   table[FPK_prim_dropout] = reinterpret_cast<const void *>(&prim_dropout);
 }
 
-extern "C" void fp_cuda_register_alternates_prim(fp_cuda_alternate table[FPK_COUNT]) {
+extern "C" void fp_cuda_register_tuning_prim(fp_cuda_tuning table[FPK_COUNT]) {
   (void)table; /* one build per kernel */
 }

@@ -2,24 +2,30 @@
  * geometry over contiguous row-major [M, N]. Semantics: kernels/kernels.def;
  * reference: kernels/cpu/reduce.c.
  *
- * Group g handles rows g, g+G, ...; its L threads cooperate on one row at a
- * time. A row of up to 2*L 16-byte vectors (8*L floats: 8192 at L = 1024)
- * is kept in registers (fpcu::RowCache), so it is read from global memory
- * exactly once and every later pass runs on chip. Longer rows are streamed:
- * the statistics are gathered in one read (online max/sum for softmax,
- * Welford for layernorm) and the output written in a second, which for rows
- * of up to ~128 KiB mostly hits L2 (the rows in flight on all SMs fit in it).
+ * Each row algorithm is written once over a team (fpcu::BlockTeam,
+ * WarpTeam, ClusterTeam in cuda_kernels.h): the threads that hold one row,
+ * each keeping its part in registers (fpcu::RowCache), so that a row is
+ * read from global memory exactly once and every later pass runs on chip.
+ * The registered build is a block per row (the ROWS convention: group g
+ * handles rows g, g+G, ...) caching up to 2*L float4 (8192 floats at L =
+ * 1024); the other builds are listed with the kernels below. Rows longer
+ * than a block build's cache are streamed: the statistics are gathered in
+ * one read (online max/sum for softmax, Welford for layernorm) and the
+ * output written in a second, which for rows of up to ~128 KiB mostly hits
+ * L2 (the rows in flight on all SMs fit in it).
  *
- * Registers: the cache is capped at two vectors per thread so that the
- * kernels fit in 32 registers (40 for the two with more operands) without
- * spills, i.e. 2048 (1536) resident threads per SM: short rows need many
- * rows in flight per SM to keep the memory busy, which a deeper cache at 64
- * registers (half the threads) would cost. __maxnreg__ rather than
- * __launch_bounds__(1024): the cap already lets 1024-thread blocks launch.
+ * Registers: the registered build's cache is capped at two vectors per
+ * thread so that it fits in 32 registers (40 for the two with more
+ * operands) without spills, i.e. 2048 (1536) resident threads per SM: short
+ * rows need many rows in flight per SM to keep the memory busy, which a
+ * deeper cache at 64 registers (half the threads) would cost. __maxnreg__
+ * rather than __launch_bounds__(1024): the cap already lets 1024-thread
+ * blocks launch.
  *
- * Block reductions: warp shuffles, then one slot per warp in shared memory
- * (fpcu::block_allreduce). NaN follows PyTorch: a NaN in a row makes the max
- * NaN and with it the whole softmax row; a row of -inf gives NaN.
+ * Team reductions: warp shuffles, then one slot per warp in shared memory
+ * (fpcu::block_allreduce), then for a cluster one exchange through
+ * distributed shared memory. NaN follows PyTorch: a NaN in a row makes the
+ * max NaN and with it the whole softmax row; a row of -inf gives NaN.
  */
 #include "cuda/cuda_kernels.h"
 
@@ -36,12 +42,6 @@ namespace {
 struct MaxSum {
   float m, s;
 };
-
-__device__ __forceinline__ MaxSum shfl_xor(MaxSum v, int mask) {
-  v.m = __shfl_xor_sync(kFullMask, v.m, mask);
-  v.s = __shfl_xor_sync(kFullMask, v.s, mask);
-  return v;
-}
 
 struct CombineMaxSum {
   __device__ __forceinline__ MaxSum operator()(MaxSum a, MaxSum b) const {
@@ -90,14 +90,14 @@ __device__ __forceinline__ float softmax_inv(MaxSum t) {
 }
 
 /* (max, sum) of a row in one streamed read. */
-__device__ MaxSum row_max_sum(const float *x_row, const RowSplit &s, MaxSum *scratch) {
+__device__ MaxSum row_max_sum(const float *x_row, const RowSplit &s) {
   MaxSum st = max_sum_empty();
   const float *body = x_row + s.head;
   row_stream<2>(
       s, [&](long long j) { online_add(st, __ldg(x_row + j)); },
       [&](long long v) { return ldg4(body + 4 * v); },
       [&](long long, float4 x) { online_add4(st, x); });
-  return block_allreduce(st, max_sum_empty(), CombineMaxSum(), scratch);
+  return block_allreduce(st, max_sum_empty(), CombineMaxSum());
 }
 
 /* ---- Welford statistics for layernorm --------------------------------------- */
@@ -110,14 +110,6 @@ __device__ MaxSum row_max_sum(const float *x_row, const RowSplit &s, MaxSum *scr
 struct MeanM2 {
   float sum, n, mean, m2;
 };
-
-__device__ __forceinline__ MeanM2 shfl_xor(MeanM2 v, int mask) {
-  v.sum = __shfl_xor_sync(kFullMask, v.sum, mask);
-  v.n = __shfl_xor_sync(kFullMask, v.n, mask);
-  v.mean = __shfl_xor_sync(kFullMask, v.mean, mask);
-  v.m2 = __shfl_xor_sync(kFullMask, v.m2, mask);
-  return v;
-}
 
 __device__ __forceinline__ MeanM2 mean_m2_merge(MeanM2 a, MeanM2 b) {
   MeanM2 r;
@@ -165,37 +157,37 @@ __device__ __forceinline__ void welford_add4(MeanM2 &st, float4 x) {
 
 /* ---- softmax --------------------------------------------------------------- */
 
-/* Softmax of the cached row in place: exp(x - max) / sum, PyTorch's form.
+/* Softmax of the cached part in place: exp(x - max) / sum, PyTorch's form.
  * Returns 1/sum (the largest output value; NaN for a non-finite row). */
-template <int K>
-__device__ __forceinline__ float softmax_in_cache(RowCache<K> &c, const RowSplit &s,
-                                                  float *scratch) {
+template <int K, class Team>
+__device__ __forceinline__ float softmax_in_cache(const Team &team, RowCache<K> &c,
+                                                  const RowPart &p) {
   float m = -CUDART_INF_F;
-  cache_for_each(c, s, [&](float &v) { m = fp_maximum(m, v); });
-  m = block_max(m, scratch);
+  cache_for_each(team, c, p, [&](float &v) { m = fp_maximum(m, v); });
+  m = team.allreduce(m, -CUDART_INF_F, MaxOp());
   float sum = 0.0f;
-  cache_for_each(c, s, [&](float &v) {
+  cache_for_each(team, c, p, [&](float &v) {
     v = expf(v - m);
     sum += v;
   });
-  const float inv = 1.0f / block_sum(sum, scratch);
-  cache_for_each(c, s, [&](float &v) { v *= inv; });
+  const float inv = 1.0f / team.allreduce(sum, 0.0f, SumOp());
+  cache_for_each(team, c, p, [&](float &v) { v *= inv; });
   return inv;
 }
 
-template <int K>
-__device__ __forceinline__ void softmax_row_cached(float *out_row, const float *x_row,
-                                                   const RowSplit &s, bool out_vec,
-                                                   float *scratch) {
+template <int K, class Team>
+__device__ __forceinline__ void softmax_row_cached(const Team &team, float *out_row,
+                                                   const float *x_row, const RowPart &p,
+                                                   bool out_vec) {
   RowCache<K> c;
-  cache_load(c, x_row, s, true);
-  softmax_in_cache(c, s, scratch);
-  cache_store(c, out_row, s, out_vec);
+  cache_load(team, c, x_row, p, true);
+  softmax_in_cache(team, c, p);
+  cache_store(team, c, out_row, p, out_vec);
 }
 
 __device__ void softmax_row_streamed(float *out_row, const float *x_row, const RowSplit &s,
-                                     bool out_vec, MaxSum *scratch) {
-  const MaxSum t = row_max_sum(x_row, s, scratch);
+                                     bool out_vec) {
+  const MaxSum t = row_max_sum(x_row, s);
   const float m = t.m, inv = softmax_inv(t);
   const auto f = [=](float v) { return expf(v - m) * inv; };
   const float *x_body = x_row + s.head;
@@ -212,29 +204,29 @@ __device__ void softmax_row_streamed(float *out_row, const float *x_row, const R
  * (exp(0) = 1 at the max element, exp(.) <= 1 elsewhere), so it is shifted by
  * that value without another max reduction: y - 1/sum lies in [-1, 0]. (Any
  * shift gives the same softmax; the max only keeps exp in range.) */
-template <int K>
-__device__ __forceinline__ void double_softmax_row_cached(float *out_row, const float *x_row,
-                                                          const RowSplit &s, bool out_vec,
-                                                          float *scratch) {
+template <int K, class Team>
+__device__ __forceinline__ void double_softmax_row_cached(const Team &team, float *out_row,
+                                                          const float *x_row, const RowPart &p,
+                                                          bool out_vec) {
   RowCache<K> c;
-  cache_load(c, x_row, s, true);
-  const float y_max = softmax_in_cache(c, s, scratch);
+  cache_load(team, c, x_row, p, true);
+  const float y_max = softmax_in_cache(team, c, p);
   float sum = 0.0f;
-  cache_for_each(c, s, [&](float &v) {
+  cache_for_each(team, c, p, [&](float &v) {
     v = expf(v - y_max);
     sum += v;
   });
-  const float inv = 1.0f / block_sum(sum, scratch);
-  cache_for_each(c, s, [&](float &v) { v *= inv; });
-  cache_store(c, out_row, s, out_vec);
+  const float inv = 1.0f / team.allreduce(sum, 0.0f, SumOp());
+  cache_for_each(team, c, p, [&](float &v) { v *= inv; });
+  cache_store(team, c, out_row, p, out_vec);
 }
 
 /* Three streamed reads, alternately forwards and backwards: (max, sum) of x,
  * the sum of the second softmax, then the output; y = softmax(x) is
  * recomputed rather than stored and reread. */
 __device__ void double_softmax_row_streamed(float *out_row, const float *x_row, const RowSplit &s,
-                                            bool out_vec, MaxSum *scratch_ms, float *scratch) {
-  const MaxSum t = row_max_sum(x_row, s, scratch_ms);
+                                            bool out_vec) {
+  const MaxSum t = row_max_sum(x_row, s);
   const float m = t.m, y_max = softmax_inv(t);
   const auto second_exp = [=](float v) { return expf(expf(v - m) * y_max - y_max); };
   const float *x_body = x_row + s.head;
@@ -246,7 +238,7 @@ __device__ void double_softmax_row_streamed(float *out_row, const float *x_row, 
         const float4 e = map4(x, second_exp);
         sum += (e.x + e.y) + (e.z + e.w);
       });
-  const float inv = 1.0f / block_sum(sum, scratch);
+  const float inv = 1.0f / block_sum(sum);
   const auto f = [=](float v) { return second_exp(v) * inv; };
   float *out_body = out_row + s.head;
   row_stream<2>(
@@ -262,23 +254,23 @@ struct GradPair {
 };
 
 /* grad_in = y * (g - sum_j g*y); both rows cached. */
-template <int K>
+template <int K, class Team>
 __device__ __forceinline__ void
-softmax_backward_row_cached(float *gin_row, const float *g_row, const float *y_row,
-                            const RowSplit &s, bool g_vec, bool out_vec, float *scratch) {
+softmax_backward_row_cached(const Team &team, float *gin_row, const float *g_row,
+                            const float *y_row, const RowPart &p, bool g_vec, bool out_vec) {
   RowCache<K> y, g;
-  cache_load(y, y_row, s, true);
-  cache_load(g, g_row, s, g_vec);
+  cache_load(team, y, y_row, p, true);
+  cache_load(team, g, g_row, p, g_vec);
   float dot = 0.0f;
-  cache_for_each2(y, g, s, [&](float &yv, float &gv) { dot += gv * yv; });
-  dot = block_sum(dot, scratch);
-  cache_for_each2(y, g, s, [&](float &yv, float &gv) { yv = yv * (gv - dot); });
-  cache_store(y, gin_row, s, out_vec);
+  cache_for_each2(team, y, g, p, [&](float &yv, float &gv) { dot += gv * yv; });
+  dot = team.allreduce(dot, 0.0f, SumOp());
+  cache_for_each2(team, y, g, p, [&](float &yv, float &gv) { yv = yv * (gv - dot); });
+  cache_store(team, y, gin_row, p, out_vec);
 }
 
 __device__ void softmax_backward_row_streamed(float *gin_row, const float *g_row,
                                               const float *y_row, const RowSplit &s, bool g_vec,
-                                              bool out_vec, float *scratch) {
+                                              bool out_vec) {
   const float *g_body = g_row + s.head, *y_body = y_row + s.head;
   const auto load_pair = [&](long long v) {
     GradPair p;
@@ -292,7 +284,7 @@ __device__ void softmax_backward_row_streamed(float *gin_row, const float *g_row
       [&](long long, const GradPair &p) {
         dot += (p.g.x * p.y.x + p.g.y * p.y.y) + (p.g.z * p.y.z + p.g.w * p.y.w);
       });
-  dot = block_sum(dot, scratch);
+  dot = block_sum(dot);
   const auto f = [=](float gv, float yv) { return yv * (gv - dot); };
   float *gin_body = gin_row + s.head;
   row_stream<2, true>(
@@ -319,32 +311,32 @@ __device__ __forceinline__ float layernorm_value(float centred, float rstd, floa
   return centred * rstd * w + b;
 }
 
-template <int K>
-__device__ __forceinline__ void layernorm_row_cached(const LayerNormRow &r, float eps,
-                                                     float *mean_out, float *rstd_out,
-                                                     float *scratch) {
+template <int K, class Team>
+__device__ __forceinline__ void layernorm_row_cached(const Team &team, const LayerNormRow &r,
+                                                     const RowPart &p, float eps, float *mean_out,
+                                                     float *rstd_out) {
   RowCache<K> c;
-  cache_load(c, r.x_row, r.s, true);
+  cache_load(team, c, r.x_row, p, true);
   float sum = 0.0f;
-  cache_for_each(c, r.s, [&](float &v) { sum += v; });
-  const float mean = block_sum(sum, scratch) / (float)r.N;
+  cache_for_each(team, c, p, [&](float &v) { sum += v; });
+  const float mean = team.allreduce(sum, 0.0f, SumOp()) / (float)r.N;
   /* Two passes on the cached row: the centred sum of squares does not cancel
    * as E[x^2] - E[x]^2 would. */
   float sq = 0.0f;
-  cache_for_each(c, r.s, [&](float &v) {
+  cache_for_each(team, c, p, [&](float &v) {
     v -= mean;
     sq += v * v;
   });
-  const float var = block_sum(sq, scratch) / (float)r.N;
+  const float var = team.allreduce(sq, 0.0f, SumOp()) / (float)r.N;
   const float rstd = 1.0f / sqrtf(var + eps);
 
-  const int t = threadIdx.x;
-  if (t < r.s.head)
+  const int t = team.rank();
+  if (has_head_elem(team, p))
     r.out_row[t] = layernorm_value(c.head, rstd, __ldg(r.w + t), __ldg(r.b + t));
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    if (slot_valid(r.s, k)) {
-      const long long j = r.s.head + 4 * slot_vector(k);
+    if (slot_valid(team, p, k)) {
+      const long long j = r.s.head + 4 * slot_vector(team, p, k);
       const float4 w4 = ldg4_any(r.w + j, r.wb_vec), b4 = ldg4_any(r.b + j, r.wb_vec);
       const float4 d = c.v[k];
       st4_any(r.out_row + j,
@@ -354,11 +346,11 @@ __device__ __forceinline__ void layernorm_row_cached(const LayerNormRow &r, floa
               r.out_vec);
     }
   }
-  if (t < r.s.tail) {
+  if (has_tail_elem(team, p)) {
     const long long j = tail_col(r.s, t);
     r.out_row[j] = layernorm_value(c.tail, rstd, __ldg(r.w + j), __ldg(r.b + j));
   }
-  if (t == 0) {
+  if (team.leader()) {
     *mean_out = mean;
     *rstd_out = rstd;
   }
@@ -366,14 +358,14 @@ __device__ __forceinline__ void layernorm_row_cached(const LayerNormRow &r, floa
 
 /* Two streamed reads: Welford statistics, then the output. */
 __device__ void layernorm_row_streamed(const LayerNormRow &r, float eps, float *mean_out,
-                                       float *rstd_out, MeanM2 *scratch) {
+                                       float *rstd_out) {
   const float *x_body = r.x_row + r.s.head;
   MeanM2 st = mean_m2_empty();
   row_stream<2>(
       r.s, [&](long long j) { welford_add(st, __ldg(r.x_row + j)); },
       [&](long long v) { return ldg4(x_body + 4 * v); },
       [&](long long, float4 x) { welford_add4(st, x); });
-  const MeanM2 tot = block_allreduce(st, mean_m2_empty(), CombineMeanM2(), scratch);
+  const MeanM2 tot = block_allreduce(st, mean_m2_empty(), CombineMeanM2());
   const float mean = tot.sum / (float)r.N;
   const float var = tot.m2 / (float)r.N;
   const float rstd = 1.0f / sqrtf(var + eps);
@@ -402,20 +394,20 @@ __device__ void layernorm_row_streamed(const LayerNormRow &r, float eps, float *
 
 /* ---- norm chain ----------------------------------------------------------------------- */
 
-template <int K>
-__device__ __forceinline__ void norm_chain_row_cached(float *out_row, const float *x_row,
-                                                      const RowSplit &s, bool out_vec,
-                                                      float *scratch) {
+template <int K, class Team>
+__device__ __forceinline__ void norm_chain_row_cached(const Team &team, float *out_row,
+                                                      const float *x_row, const RowPart &p,
+                                                      bool out_vec) {
   RowCache<K> c;
-  cache_load(c, x_row, s, true);
+  cache_load(team, c, x_row, p, true);
 #pragma unroll 1
   for (int step = 0; step < 3; ++step) {
     float sum = 0.0f;
-    cache_for_each(c, s, [&](float &v) { sum += v; });
-    const float total = block_sum(sum, scratch);
-    cache_for_each(c, s, [&](float &v) { v *= total; });
+    cache_for_each(team, c, p, [&](float &v) { sum += v; });
+    const float total = team.allreduce(sum, 0.0f, SumOp());
+    cache_for_each(team, c, p, [&](float &v) { v *= total; });
   }
-  cache_store(c, out_row, s, out_vec);
+  cache_store(team, c, out_row, p, out_vec);
 }
 
 /* A row too long for the cache is read twice, not four times: with
@@ -425,14 +417,14 @@ __device__ __forceinline__ void norm_chain_row_cached(float *out_row, const floa
  * from the literal chain by rounding only (and in the overflow case, where
  * the literal chain turns +-inf products into NaN sums). */
 __device__ void norm_chain_row_streamed(float *out_row, const float *x_row, const RowSplit &s,
-                                        bool out_vec, float *scratch) {
+                                        bool out_vec) {
   const float *x_body = x_row + s.head;
   float sum = 0.0f;
   row_stream<2>(
       s, [&](long long j) { sum += __ldg(x_row + j); },
       [&](long long v) { return ldg4(x_body + 4 * v); },
       [&](long long, float4 x) { sum += (x.x + x.y) + (x.z + x.w); });
-  const float s1 = block_sum(sum, scratch);
+  const float s1 = block_sum(sum);
   const float s2 = s1 * s1, s3 = s2 * s2;
   const auto f = [=](float v) { return v * s1 * s2 * s3; };
   float *out_body = out_row + s.head;
@@ -444,72 +436,70 @@ __device__ void norm_chain_row_streamed(float *out_row, const float *x_row, cons
 
 /* ---- row loops ------------------------------------------------------------- */
 
-/* Each kernel is a loop over the group's rows, built twice: kMaxK = 2 for
- * rows of up to 2*L vectors (the host's geometry gives every row up to 8192
- * floats that; 32 or 40 registers, high occupancy), and a long-row build
- * with kMaxK = 8 (4 where 8 would spill) under the full 64-register budget
- * for L = 1024, selected by the backend (fp_cuda_register_alternates_reduce).
- * Beyond the cache both stream; the long-row build then also has fewer rows
- * in flight per SM, so the reread of a row more often hits L2. */
+/* A row whose part the team cannot cache: a block streams it; warp and
+ * cluster builds are launched only for rows their cache holds (the
+ * planner's precondition), so this is unreachable for them, and a trap
+ * rather than a wrong result if the planner were ever wrong. */
+template <class F> __device__ __forceinline__ void stream_row(const BlockTeam &, F f) { f(); }
+template <class Team, class F> __device__ __forceinline__ void stream_row(const Team &, F) {
+  __trap();
+}
 
-template <int kMaxK>
-__device__ __forceinline__ void softmax_rows(float *out, const float *x, long long M, long long N) {
-  __shared__ float scratch[33];
-  __shared__ MaxSum scratch_ms[33];
-  for (long long row = blockIdx.x; row < M; row += gridDim.x) {
+template <int kMaxK, class Team>
+__device__ __forceinline__ void softmax_rows(const Team &team, float *out, const float *x,
+                                             long long M, long long N) {
+  for (long long row = team.first_row(); row < M; row += team.row_step()) {
     const float *x_row = x + row * N;
     float *out_row = out + row * N;
-    const RowSplit s = row_split(x_row, N);
-    const bool out_vec = aligned16(out_row + s.head);
-    if (!dispatch_cached<kMaxK>(s.nvec, [&](auto kc) {
-          softmax_row_cached<decltype(kc)::value>(out_row, x_row, s, out_vec, scratch);
+    const RowPart p = team.part(row_split(x_row, N));
+    const bool out_vec = aligned16(out_row + p.s.head);
+    if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
+          softmax_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec);
         }))
-      softmax_row_streamed(out_row, x_row, s, out_vec, scratch_ms);
+      stream_row(team, [&]() { softmax_row_streamed(out_row, x_row, p.s, out_vec); });
   }
 }
 
-template <int kMaxK>
-__device__ __forceinline__ void double_softmax_rows(float *out, const float *x, long long M,
-                                                    long long N) {
-  __shared__ float scratch[33];
-  __shared__ MaxSum scratch_ms[33];
-  for (long long row = blockIdx.x; row < M; row += gridDim.x) {
+template <int kMaxK, class Team>
+__device__ __forceinline__ void double_softmax_rows(const Team &team, float *out, const float *x,
+                                                    long long M, long long N) {
+  for (long long row = team.first_row(); row < M; row += team.row_step()) {
     const float *x_row = x + row * N;
     float *out_row = out + row * N;
-    const RowSplit s = row_split(x_row, N);
-    const bool out_vec = aligned16(out_row + s.head);
-    if (!dispatch_cached<kMaxK>(s.nvec, [&](auto kc) {
-          double_softmax_row_cached<decltype(kc)::value>(out_row, x_row, s, out_vec, scratch);
+    const RowPart p = team.part(row_split(x_row, N));
+    const bool out_vec = aligned16(out_row + p.s.head);
+    if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
+          double_softmax_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec);
         }))
-      double_softmax_row_streamed(out_row, x_row, s, out_vec, scratch_ms, scratch);
+      stream_row(team, [&]() { double_softmax_row_streamed(out_row, x_row, p.s, out_vec); });
   }
 }
 
-template <int kMaxK>
-__device__ __forceinline__ void softmax_backward_rows(float *grad_in, const float *grad_out,
-                                                      const float *y, long long M, long long N) {
-  __shared__ float scratch[33];
-  for (long long row = blockIdx.x; row < M; row += gridDim.x) {
+template <int kMaxK, class Team>
+__device__ __forceinline__ void softmax_backward_rows(const Team &team, float *grad_in,
+                                                      const float *grad_out, const float *y,
+                                                      long long M, long long N) {
+  for (long long row = team.first_row(); row < M; row += team.row_step()) {
     const float *g_row = grad_out + row * N, *y_row = y + row * N;
     float *gin_row = grad_in + row * N;
-    const RowSplit s = row_split(y_row, N);
-    const bool g_vec = aligned16(g_row + s.head);
-    const bool out_vec = aligned16(gin_row + s.head);
-    if (!dispatch_cached<kMaxK>(s.nvec, [&](auto kc) {
-          softmax_backward_row_cached<decltype(kc)::value>(gin_row, g_row, y_row, s, g_vec, out_vec,
-                                                           scratch);
+    const RowPart p = team.part(row_split(y_row, N));
+    const bool g_vec = aligned16(g_row + p.s.head);
+    const bool out_vec = aligned16(gin_row + p.s.head);
+    if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
+          softmax_backward_row_cached<decltype(kc)::value>(team, gin_row, g_row, y_row, p, g_vec,
+                                                           out_vec);
         }))
-      softmax_backward_row_streamed(gin_row, g_row, y_row, s, g_vec, out_vec, scratch);
+      stream_row(team, [&]() {
+        softmax_backward_row_streamed(gin_row, g_row, y_row, p.s, g_vec, out_vec);
+      });
   }
 }
 
-template <int kMaxK>
-__device__ __forceinline__ void layernorm_rows(float *out, float *mean, float *rstd, const float *x,
-                                               const float *w, const float *b, long long M,
-                                               long long N, float eps) {
-  __shared__ float scratch[33];
-  __shared__ MeanM2 scratch_w[33];
-  for (long long row = blockIdx.x; row < M; row += gridDim.x) {
+template <int kMaxK, class Team>
+__device__ __forceinline__ void
+layernorm_rows(const Team &team, float *out, float *mean, float *rstd, const float *x,
+               const float *w, const float *b, long long M, long long N, float eps) {
+  for (long long row = team.first_row(); row < M; row += team.row_step()) {
     LayerNormRow r;
     r.x_row = x + row * N;
     r.out_row = out + row * N;
@@ -519,105 +509,193 @@ __device__ __forceinline__ void layernorm_rows(float *out, float *mean, float *r
     r.s = row_split(r.x_row, N);
     r.out_vec = aligned16(r.out_row + r.s.head);
     r.wb_vec = aligned16(w + r.s.head) && aligned16(b + r.s.head);
-    if (!dispatch_cached<kMaxK>(r.s.nvec, [&](auto kc) {
-          layernorm_row_cached<decltype(kc)::value>(r, eps, mean + row, rstd + row, scratch);
+    const RowPart p = team.part(r.s);
+    if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
+          layernorm_row_cached<decltype(kc)::value>(team, r, p, eps, mean + row, rstd + row);
         }))
-      layernorm_row_streamed(r, eps, mean + row, rstd + row, scratch_w);
+      stream_row(team, [&]() { layernorm_row_streamed(r, eps, mean + row, rstd + row); });
   }
 }
 
-template <int kMaxK>
-__device__ __forceinline__ void norm_chain_rows(float *out, const float *x, long long M,
-                                                long long N) {
-  __shared__ float scratch[33];
-  for (long long row = blockIdx.x; row < M; row += gridDim.x) {
+template <int kMaxK, class Team>
+__device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, const float *x,
+                                                long long M, long long N) {
+  for (long long row = team.first_row(); row < M; row += team.row_step()) {
     const float *x_row = x + row * N;
     float *out_row = out + row * N;
-    const RowSplit s = row_split(x_row, N);
-    const bool out_vec = aligned16(out_row + s.head);
-    if (!dispatch_cached<kMaxK>(s.nvec, [&](auto kc) {
-          norm_chain_row_cached<decltype(kc)::value>(out_row, x_row, s, out_vec, scratch);
+    const RowPart p = team.part(row_split(x_row, N));
+    const bool out_vec = aligned16(out_row + p.s.head);
+    if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
+          norm_chain_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec);
         }))
-      norm_chain_row_streamed(out_row, x_row, s, out_vec, scratch);
+      stream_row(team, [&]() { norm_chain_row_streamed(out_row, x_row, p.s, out_vec); });
   }
-}
-
-/* The long-row builds pay off once a row has more than 2*L vectors. */
-bool rows_longer_than_cache(long long N, const fp_ndrange *nd) {
-  return N / 4 > 2 * (long long)nd->local[0];
-}
-bool softmax_wants_long(const fp_karg *args, const fp_ndrange *nd) { /* (out, x, M, N) */
-  return rows_longer_than_cache(args[3].v.i64, nd);
-}
-bool softmax_backward_wants_long(const fp_karg *args, const fp_ndrange *nd) { /* (.., M, N) */
-  return rows_longer_than_cache(args[4].v.i64, nd);
-}
-bool layernorm_wants_long(const fp_karg *args, const fp_ndrange *nd) { /* (.., M, N, eps) */
-  return rows_longer_than_cache(args[7].v.i64, nd);
 }
 
 } // namespace
 
 /* ---- kernels ----------------------------------------------------------------- */
 
+/* Each kernel comes in up to five builds, one row loop over four kinds of
+ * team (the backend's planner, backend/cuda/cuda_plan.c, picks one):
+ *   registered  block per row, cache <= 2 vectors per thread: 32 or 40
+ *               registers (2048 or 1536 resident threads per SM), longer
+ *               rows streamed;
+ *   long_rows   block per row, cache of 8 vectors (4 where 8 spills) under
+ *               the full 64-register budget of a 1024-thread block: rows of
+ *               up to 32768 floats read once; longer ones streamed with
+ *               fewer rows in flight per SM, so the reread more often hits
+ *               L2;
+ *   warp_short  a warp per row, 8 rows per 256-thread block, <= 2 vectors
+ *               per lane (rows <= 256 floats), 32/40 registers;
+ *   warp        a warp per row, <= 4 vectors per lane (rows <= 512; longer
+ *               rows get blocks of 64 threads or more, which are not capped
+ *               below a full SM);
+ *   cluster     a cluster of 2..8 blocks per row (sm_90), <= 4 vectors per
+ *               thread (64 registers): rows of up to 8 * 16384 floats read
+ *               once, and a few long rows spread over the whole GPU.
+ * Registers: caps chosen so that ptxas spills nothing or a few words (to
+ * L1) on sm_90.
+ * Warp builds need no shared memory and no barriers: a block of 32-thread
+ * groups would be capped at 32 blocks (1024 threads) per SM. */
+
+#define FPCU_ROWS_BLOCK(call)                                                                      \
+  const BlockTeam team{};                                                                          \
+  call
+#define FPCU_ROWS_WARP(call)                                                                       \
+  const WarpTeam team{};                                                                           \
+  call
+#ifdef FPCU_HAVE_CLUSTERS
+#define FPCU_ROWS_CLUSTER(call)                                                                    \
+  const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();            \
+  const ClusterTeam team{cluster.block_rank(), cluster.num_blocks(), 0};                           \
+  call;                                                                                            \
+  cluster_done()
+#else
+#define FPCU_ROWS_CLUSTER(call) __trap()
+#endif
+
 /* softmax_fused(out, x, M, N)                                         ROWS */
 static __global__ void __maxnreg__(32)
     softmax_fused(float *out, const float *x, long long M, long long N) {
-  softmax_rows<2>(out, x, M, N);
+  FPCU_ROWS_BLOCK(softmax_rows<2>(team, out, x, M, N));
 }
 static __global__ void __launch_bounds__(kMaxBlock, 1)
     softmax_fused_long_rows(float *out, const float *x, long long M, long long N) {
-  softmax_rows<8>(out, x, M, N);
+  FPCU_ROWS_BLOCK(softmax_rows<8>(team, out, x, M, N));
+}
+static __global__ void __maxnreg__(40)
+    softmax_fused_warp_short(float *out, const float *x, long long M, long long N) {
+  FPCU_ROWS_WARP(softmax_rows<2>(team, out, x, M, N));
+}
+static __global__ void __maxnreg__(64)
+    softmax_fused_warp(float *out, const float *x, long long M, long long N) {
+  FPCU_ROWS_WARP(softmax_rows<4>(team, out, x, M, N));
+}
+static __global__ void __maxnreg__(64)
+    softmax_fused_cluster(float *out, const float *x, long long M, long long N) {
+  FPCU_ROWS_CLUSTER(softmax_rows<4>(team, out, x, M, N));
 }
 
 /* double_softmax_fused(out, x, M, N): softmax(softmax(x))              ROWS */
 static __global__ void __maxnreg__(32)
     double_softmax_fused(float *out, const float *x, long long M, long long N) {
-  double_softmax_rows<2>(out, x, M, N);
+  FPCU_ROWS_BLOCK(double_softmax_rows<2>(team, out, x, M, N));
 }
-/* Its 8-vector cache spills on sm_80/86 (not on sm_90): 4 there. */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+/* Its 8-vector cache spills: 4 (rows of up to 16384 floats read once; on
+ * sm_90 the cluster build takes the longer ones). */
 #define FPCU_DOUBLE_SOFTMAX_LONG_K 4
-#else
-#define FPCU_DOUBLE_SOFTMAX_LONG_K 8
-#endif
 static __global__ void __launch_bounds__(kMaxBlock, 1)
     double_softmax_fused_long_rows(float *out, const float *x, long long M, long long N) {
-  double_softmax_rows<FPCU_DOUBLE_SOFTMAX_LONG_K>(out, x, M, N);
+  FPCU_ROWS_BLOCK(double_softmax_rows<FPCU_DOUBLE_SOFTMAX_LONG_K>(team, out, x, M, N));
+}
+static __global__ void __maxnreg__(40)
+    double_softmax_fused_warp_short(float *out, const float *x, long long M, long long N) {
+  FPCU_ROWS_WARP(double_softmax_rows<2>(team, out, x, M, N));
+}
+static __global__ void __maxnreg__(64)
+    double_softmax_fused_warp(float *out, const float *x, long long M, long long N) {
+  FPCU_ROWS_WARP(double_softmax_rows<4>(team, out, x, M, N));
+}
+static __global__ void __maxnreg__(64)
+    double_softmax_fused_cluster(float *out, const float *x, long long M, long long N) {
+  FPCU_ROWS_CLUSTER(double_softmax_rows<4>(team, out, x, M, N));
 }
 
 /* softmax_backward_fused(grad_in, grad_out, y, M, N)                   ROWS */
 static __global__ void __maxnreg__(40)
     softmax_backward_fused(float *grad_in, const float *grad_out, const float *y, long long M,
                            long long N) {
-  softmax_backward_rows<2>(grad_in, grad_out, y, M, N);
+  FPCU_ROWS_BLOCK(softmax_backward_rows<2>(team, grad_in, grad_out, y, M, N));
 }
 static __global__ void __launch_bounds__(kMaxBlock, 1)
     softmax_backward_fused_long_rows(float *grad_in, const float *grad_out, const float *y,
                                      long long M, long long N) {
-  softmax_backward_rows<4>(grad_in, grad_out, y, M, N);
+  FPCU_ROWS_BLOCK(softmax_backward_rows<4>(team, grad_in, grad_out, y, M, N));
+}
+static __global__ void __maxnreg__(48)
+    softmax_backward_fused_warp_short(float *grad_in, const float *grad_out, const float *y,
+                                      long long M, long long N) {
+  FPCU_ROWS_WARP(softmax_backward_rows<2>(team, grad_in, grad_out, y, M, N));
+}
+static __global__ void __maxnreg__(80)
+    softmax_backward_fused_warp(float *grad_in, const float *grad_out, const float *y, long long M,
+                                long long N) {
+  FPCU_ROWS_WARP(softmax_backward_rows<4>(team, grad_in, grad_out, y, M, N));
+}
+static __global__ void __maxnreg__(64)
+    softmax_backward_fused_cluster(float *grad_in, const float *grad_out, const float *y,
+                                   long long M, long long N) {
+  FPCU_ROWS_CLUSTER(softmax_backward_rows<4>(team, grad_in, grad_out, y, M, N));
 }
 
 /* layernorm_fused(out, mean, rstd, x, w, b, M, N, eps)                  ROWS */
 static __global__ void __maxnreg__(40)
     layernorm_fused(float *out, float *mean, float *rstd, const float *x, const float *w,
                     const float *b, long long M, long long N, float eps) {
-  layernorm_rows<2>(out, mean, rstd, x, w, b, M, N, eps);
+  FPCU_ROWS_BLOCK(layernorm_rows<2>(team, out, mean, rstd, x, w, b, M, N, eps));
 }
 static __global__ void __launch_bounds__(kMaxBlock, 1)
     layernorm_fused_long_rows(float *out, float *mean, float *rstd, const float *x, const float *w,
                               const float *b, long long M, long long N, float eps) {
-  layernorm_rows<4>(out, mean, rstd, x, w, b, M, N, eps);
+  FPCU_ROWS_BLOCK(layernorm_rows<4>(team, out, mean, rstd, x, w, b, M, N, eps));
+}
+static __global__ void __maxnreg__(56)
+    layernorm_fused_warp_short(float *out, float *mean, float *rstd, const float *x, const float *w,
+                               const float *b, long long M, long long N, float eps) {
+  FPCU_ROWS_WARP(layernorm_rows<2>(team, out, mean, rstd, x, w, b, M, N, eps));
+}
+static __global__ void __maxnreg__(72)
+    layernorm_fused_warp(float *out, float *mean, float *rstd, const float *x, const float *w,
+                         const float *b, long long M, long long N, float eps) {
+  FPCU_ROWS_WARP(layernorm_rows<4>(team, out, mean, rstd, x, w, b, M, N, eps));
+}
+static __global__ void __maxnreg__(64)
+    layernorm_fused_cluster(float *out, float *mean, float *rstd, const float *x, const float *w,
+                            const float *b, long long M, long long N, float eps) {
+  FPCU_ROWS_CLUSTER(layernorm_rows<4>(team, out, mean, rstd, x, w, b, M, N, eps));
 }
 
 /* norm_chain_fused(out, x, M, N): three times s = sum_j(x); x = x*s.     ROWS */
 static __global__ void __maxnreg__(32)
     norm_chain_fused(float *out, const float *x, long long M, long long N) {
-  norm_chain_rows<2>(out, x, M, N);
+  FPCU_ROWS_BLOCK(norm_chain_rows<2>(team, out, x, M, N));
 }
 static __global__ void __launch_bounds__(kMaxBlock, 1)
     norm_chain_fused_long_rows(float *out, const float *x, long long M, long long N) {
-  norm_chain_rows<8>(out, x, M, N);
+  FPCU_ROWS_BLOCK(norm_chain_rows<8>(team, out, x, M, N));
+}
+static __global__ void __maxnreg__(40)
+    norm_chain_fused_warp_short(float *out, const float *x, long long M, long long N) {
+  FPCU_ROWS_WARP(norm_chain_rows<2>(team, out, x, M, N));
+}
+static __global__ void __maxnreg__(64)
+    norm_chain_fused_warp(float *out, const float *x, long long M, long long N) {
+  FPCU_ROWS_WARP(norm_chain_rows<4>(team, out, x, M, N));
+}
+static __global__ void __maxnreg__(64)
+    norm_chain_fused_cluster(float *out, const float *x, long long M, long long N) {
+  FPCU_ROWS_CLUSTER(norm_chain_rows<4>(team, out, x, M, N));
 }
 
 extern "C" void fp_cuda_register_reduce(const void *table[FPK_COUNT]) {
@@ -628,21 +706,17 @@ extern "C" void fp_cuda_register_reduce(const void *table[FPK_COUNT]) {
   table[FPK_norm_chain_fused] = reinterpret_cast<const void *>(&norm_chain_fused);
 }
 
-extern "C" void fp_cuda_register_alternates_reduce(fp_cuda_alternate table[FPK_COUNT]) {
-  const fp_cuda_alternate softmax = {reinterpret_cast<const void *>(&softmax_fused_long_rows),
-                                     softmax_wants_long};
-  const fp_cuda_alternate double_softmax = {
-      reinterpret_cast<const void *>(&double_softmax_fused_long_rows), softmax_wants_long};
-  const fp_cuda_alternate backward = {
-      reinterpret_cast<const void *>(&softmax_backward_fused_long_rows),
-      softmax_backward_wants_long};
-  const fp_cuda_alternate layernorm = {reinterpret_cast<const void *>(&layernorm_fused_long_rows),
-                                       layernorm_wants_long};
-  const fp_cuda_alternate norm_chain = {reinterpret_cast<const void *>(&norm_chain_fused_long_rows),
-                                        softmax_wants_long};
-  table[FPK_softmax_fused] = softmax;
-  table[FPK_double_softmax_fused] = double_softmax;
-  table[FPK_softmax_backward_fused] = backward;
-  table[FPK_layernorm_fused] = layernorm;
-  table[FPK_norm_chain_fused] = norm_chain;
+/* The builds of each kernel and where its M and N are. */
+#define FPCU_ROW_BUILDS(kernel, arg_m, arg_n)                                                      \
+  rows_tuning(reinterpret_cast<const void *>(&kernel##_long_rows),                                 \
+              reinterpret_cast<const void *>(&kernel##_warp_short),                                \
+              reinterpret_cast<const void *>(&kernel##_warp),                                      \
+              reinterpret_cast<const void *>(&kernel##_cluster), arg_m, arg_n, 2, 4, 4)
+
+extern "C" void fp_cuda_register_tuning_reduce(fp_cuda_tuning table[FPK_COUNT]) {
+  table[FPK_softmax_fused] = FPCU_ROW_BUILDS(softmax_fused, 2, 3);
+  table[FPK_double_softmax_fused] = FPCU_ROW_BUILDS(double_softmax_fused, 2, 3);
+  table[FPK_softmax_backward_fused] = FPCU_ROW_BUILDS(softmax_backward_fused, 3, 4);
+  table[FPK_layernorm_fused] = FPCU_ROW_BUILDS(layernorm_fused, 6, 7);
+  table[FPK_norm_chain_fused] = FPCU_ROW_BUILDS(norm_chain_fused, 2, 3);
 }

@@ -1,0 +1,93 @@
+/* fuseport CUDA backend: the ROWS launch planner (see cuda_plan.h). */
+#include "cuda_plan.h"
+
+#include <string.h>
+
+enum {
+  WARP_BLOCK = 256,            /* 8 warps: 8 rows per block */
+  MAX_CLUSTER = 8,             /* the portable cluster size */
+  CLUSTER_BLOCK_TARGET = 8192, /* floats per block, at most, when C allows */
+  CLUSTER_MIN_SHARE = 2048,    /* floats per block, at least, when C grows */
+  MAX_BLOCK = 1024,
+  MIN_CLUSTER_BLOCK = 128
+};
+/* as the host's fp_rows_range: rows beyond it loop inside the kernels */
+static const int64_t row_groups_cap = (int64_t)1 << 20;
+
+static uint32_t pow2_ceil(int64_t v) {
+  uint32_t p = 1;
+  while ((int64_t)p < v && p < (1u << 30))
+    p <<= 1;
+  return p;
+}
+
+/* The rule:
+ *   N <= 128 * warp_short_vectors: WARP_SHORT (many short rows: a block of
+ *     32 threads per row is capped at 32 blocks, i.e. half an SM);
+ *   N <= 128 * warp_vectors: WARP;
+ *   sm_90+, longer rows: a cluster of C blocks per row, C the smallest power
+ *     of two (up to 8) that leaves each block at most 8192 floats, doubled
+ *     while the grid has fewer than two blocks per SM and each block keeps
+ *     at least 2048 floats; the block size fits the share into the cache:
+ *     share / (4 * cluster_vectors) threads, a power of two in [128, 1024]
+ *     (streaming builds: share / 8, at most 1024). C = 1, or a share too
+ *     big for 1024 threads, falls through to
+ *   the block builds: LONG_ROWS once a row has more than 2 float4 per
+ *     thread of the host's block (the registered build's cache), else the
+ *     registered build. */
+fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, int64_t M, int64_t N,
+                               uint32_t host_groups, uint32_t host_block, int cc_major,
+                               int sm_count) {
+  fp_rows_plan plan = {FP_ROWS_REGISTERED, host_groups, host_block, 1};
+  if (M <= 0 || N <= 0)
+    return plan;
+  const int64_t rows = M < row_groups_cap ? M : row_groups_cap;
+  if (policy == FP_ROWS_POLICY_TUNED) {
+    const int64_t warp_groups = (rows + WARP_BLOCK / 32 - 1) / (WARP_BLOCK / 32);
+    if ((b->has[FP_ROWS_WARP_SHORT] && N <= 128 * (int64_t)b->warp_short_vectors) ||
+        (b->has[FP_ROWS_WARP] && N <= 128 * (int64_t)b->warp_vectors)) {
+      plan.build = b->has[FP_ROWS_WARP_SHORT] && N <= 128 * (int64_t)b->warp_short_vectors
+                       ? FP_ROWS_WARP_SHORT
+                       : FP_ROWS_WARP;
+      plan.grid = (uint32_t)warp_groups;
+      plan.block = WARP_BLOCK;
+      return plan;
+    }
+    if (cc_major >= 9 && b->has[FP_ROWS_CLUSTER]) {
+      int64_t C = 1;
+      while (C < MAX_CLUSTER && (N + C - 1) / C > CLUSTER_BLOCK_TARGET)
+        C *= 2;
+      while (C < MAX_CLUSTER && rows * C < 2 * (int64_t)sm_count &&
+             N / (2 * C) >= CLUSTER_MIN_SHARE)
+        C *= 2;
+      /* a block's share: at most ceil(ceil(N/4) / C) float4 of the row's
+       * split (whatever the row's alignment), in floats */
+      const int64_t share = (((N + 3) / 4 + C - 1) / C) * 4;
+      const int64_t per_thread = 4 * (int64_t)b->cluster_vectors;
+      int64_t threads = per_thread > 0 ? (share + per_thread - 1) / per_thread : share / 8;
+      uint32_t block = pow2_ceil(threads < MIN_CLUSTER_BLOCK ? MIN_CLUSTER_BLOCK : threads);
+      if (per_thread == 0 && block > MAX_BLOCK)
+        block = MAX_BLOCK;
+      if (C > 1 && block <= MAX_BLOCK) {
+        plan.build = FP_ROWS_CLUSTER;
+        plan.grid = (uint32_t)(rows * C);
+        plan.block = block;
+        plan.cluster = (uint32_t)C;
+        return plan;
+      }
+    }
+  }
+  if (b->has[FP_ROWS_LONG] && N / 4 > 2 * (int64_t)host_block)
+    plan.build = FP_ROWS_LONG;
+  return plan;
+}
+
+fp_rows_policy fp_rows_policy_from_env(const char *value, bool *unknown) {
+  *unknown = false;
+  if (value == NULL || value[0] == '\0' || strcmp(value, "block") == 0)
+    return FP_ROWS_POLICY_BLOCK;
+  if (strcmp(value, "tuned") == 0)
+    return FP_ROWS_POLICY_TUNED;
+  *unknown = true;
+  return FP_ROWS_POLICY_BLOCK;
+}

@@ -1,0 +1,70 @@
+/* fuseport CUDA backend: the launch planner of the ROWS kernels, in plain C
+ * so that its rule and the preconditions it keeps are unit-tested on any
+ * machine (tests/test_cuda_plan.c), GPU or not.
+ *
+ * The host asks for a ROWS launch (kernels.def: a block per row, its size
+ * from N). The CUDA family may hold further builds of the same function for
+ * part of the argument range (cuda_kernels.h, kernels/cu/reduce.cu and
+ * horizontal.cu); a ROWS kernel's result never depends on the geometry, so
+ * the backend may launch any of them with a geometry of its own, as long as
+ * each build's precondition holds:
+ *   WARP_SHORT  a warp per row, 8 rows per 256-thread block, rows of at most
+ *               128 * warp_short_vectors floats (the cache per lane);
+ *   WARP        the same with warp_vectors per lane;
+ *   CLUSTER     sm_90+: a cluster of C (2..8) blocks per row; each block's
+ *               share of the row, ceil(ceil(N/4) / C) float4 vectors, fits
+ *               cluster_vectors per thread (0: the build streams, any share);
+ *   LONG_ROWS   the host's geometry, a deeper register cache.
+ */
+#ifndef FUSEPORT_CUDA_PLAN_H
+#define FUSEPORT_CUDA_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum fp_rows_build {
+  FP_ROWS_REGISTERED = -1, /* the registered build, the host's geometry */
+  FP_ROWS_LONG = 0,        /* slots of fp_cuda_tuning.builds */
+  FP_ROWS_WARP_SHORT = 1,
+  FP_ROWS_WARP = 2,
+  FP_ROWS_CLUSTER = 3
+} fp_rows_build;
+
+/* What a kernel offers: the builds it has and their capacities. */
+typedef struct fp_rows_builds {
+  bool has[4];            /* indexed by fp_rows_build (>= 0) */
+  int warp_short_vectors; /* float4 per lane of WARP_SHORT */
+  int warp_vectors;       /* float4 per lane of WARP */
+  int cluster_vectors;    /* float4 per thread of CLUSTER, 0: it streams */
+} fp_rows_builds;
+
+typedef struct fp_rows_plan {
+  fp_rows_build build;
+  uint32_t grid, block, cluster; /* 1-D; cluster 1: none */
+} fp_rows_plan;
+
+/* Which builds the planner may use: only the registered and long-row
+ * builds (the geometry measured and checked on an H100 before the warp and
+ * cluster builds existed), or all of them. */
+typedef enum fp_rows_policy { FP_ROWS_POLICY_BLOCK = 0, FP_ROWS_POLICY_TUNED = 1 } fp_rows_policy;
+
+/* The launch of a ROWS kernel over M rows of N for a host request of
+ * host_groups groups of host_block threads, on a device of compute
+ * capability cc_major with sm_count multiprocessors. */
+fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *builds, int64_t M,
+                               int64_t N, uint32_t host_groups, uint32_t host_block, int cc_major,
+                               int sm_count);
+
+/* FUSEPORT_CUDA_ROW_BUILDS: "block" or unset (the default), "tuned". NULL
+ * and anything else give the default; *unknown is set for anything else. */
+fp_rows_policy fp_rows_policy_from_env(const char *value, bool *unknown);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,2 @@
+/* kernels/cu/reduce.cu, compiled for the CPU emulation (cuda_emu.h). */
+#include "../../kernels/cu/reduce.cu"

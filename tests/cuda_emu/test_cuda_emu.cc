@@ -1,0 +1,313 @@
+/* fuseport tests: the CUDA row kernels (every build: block, long rows, warp
+ * per row, cluster per row) run on the CPU emulation of cuda_emu.h against a
+ * float64 reference. The geometries are chosen here, within each build's
+ * precondition (backend/cuda/cuda_plan.h), so that each build also meets
+ * odd row lengths, misaligned rows (odd N, and bases one float past a
+ * 16-byte boundary), empty parts (a cluster wider than the row), several
+ * rows per block, warp or cluster (the row loops, the cluster's exchange
+ * buffers reused), and rows that the block builds stream instead of
+ * caching. Outputs are poisoned with NaN first, so an unwritten element
+ * fails. Structural mistakes give errors of order one; the tolerance
+ * (1e-4 of the row's largest reference value) only absorbs float32
+ * rounding. */
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+}
+
+#include "cuda_emu.h"
+
+#include "cuda/cuda_kernels.h"
+
+namespace {
+
+typedef void (*RowsFn)(float *, const float *, long long, long long);
+typedef void (*BackwardFn)(float *, const float *, const float *, long long, long long);
+typedef void (*LayerNormFn)(float *, float *, float *, const float *, const float *, const float *,
+                            long long, long long, float);
+typedef void (*HReduceFn)(float *, float *, const float *, long long, long long);
+
+struct Kernels {
+  const void *registered[FPK_COUNT] = {};
+  fp_cuda_tuning tuning[FPK_COUNT] = {};
+  Kernels() {
+    fp_cuda_register_reduce(registered);
+    fp_cuda_register_tuning_reduce(tuning);
+    fp_cuda_register_horizontal(registered);
+    fp_cuda_register_tuning_horizontal(tuning);
+  }
+  /* build -1: the registered one */
+  const void *get(fp_kernel_id id, int build) const {
+    return build < 0 ? registered[id] : tuning[id].builds[build];
+  }
+};
+
+const Kernels &kernels() {
+  static const Kernels k;
+  return k;
+}
+
+/* A launch: build, rows, row length, geometry, and whether the bases are
+ * one float past 16-byte alignment. */
+struct Case {
+  int build;
+  long long M, N;
+  unsigned grid, block, cluster;
+  bool misaligned;
+};
+
+std::string describe(const char *kernel, const Case &c) {
+  char s[200];
+  std::snprintf(s, sizeof s, "%s build %d, %lldx%lld, grid %u block %u cluster %u%s", kernel,
+                c.build, c.M, c.N, c.grid, c.block, c.cluster, c.misaligned ? ", misaligned" : "");
+  return s;
+}
+
+/* A float array of n elements with its own storage, optionally starting
+ * one float past a 16-byte boundary. */
+struct Array {
+  std::vector<float> storage;
+  float *p;
+  Array(size_t n, bool misaligned, float fill) : storage(n + 8, fill) {
+    uintptr_t a = reinterpret_cast<uintptr_t>(storage.data());
+    size_t skip = ((16 - a % 16) % 16) / 4 + (misaligned ? 1 : 0);
+    p = storage.data() + skip;
+  }
+};
+
+void fill_random(float *x, size_t n, unsigned seed, float lo, float hi) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  for (size_t i = 0; i < n; ++i)
+    x[i] = u(gen);
+}
+
+/* Row-relative comparison: |got - want| <= 1e-4 * max_j |want_j| + 1e-30. */
+void expect_rows(const std::string &what, const float *got, const std::vector<double> &want,
+                 long long M, long long N) {
+  for (long long i = 0; i < M; ++i) {
+    double scale = 0.0;
+    for (long long j = 0; j < N; ++j)
+      scale = std::fmax(scale, std::fabs(want[i * N + j]));
+    for (long long j = 0; j < N; ++j) {
+      const double g = got[i * N + j], w = want[i * N + j];
+      if (!(std::fabs(g - w) <= 1e-4 * scale + 1e-30))
+        fail_msg("%s: element (%lld, %lld) is %.9g, expected %.9g", what.c_str(), i, j, g, w);
+    }
+  }
+}
+
+bool run(const Case &c, const std::function<void()> &kernel) {
+  return fpemu::launch(c.grid, c.block, c.cluster, kernel);
+}
+
+/* ---- references, in double ---- */
+
+std::vector<double> ref_softmax(const float *x, long long M, long long N, int times) {
+  std::vector<double> y(x, x + M * N);
+  for (int t = 0; t < times; ++t)
+    for (long long i = 0; i < M; ++i) {
+      double m = -INFINITY, s = 0.0;
+      for (long long j = 0; j < N; ++j)
+        m = std::fmax(m, y[i * N + j]);
+      for (long long j = 0; j < N; ++j)
+        s += std::exp(y[i * N + j] - m);
+      for (long long j = 0; j < N; ++j)
+        y[i * N + j] = std::exp(y[i * N + j] - m) / s;
+    }
+  return y;
+}
+
+/* ---- the cases of each kernel ---- */
+
+/* Warp builds: rows up to their caches; block builds: cached and streamed
+ * rows; cluster builds: every cluster size, shares within the cache of 4
+ * float4 per thread, and a cluster wider than the row. Grids smaller than
+ * the row count, so that every team takes several rows. */
+std::vector<Case> cases(bool caches_row, int warp_short_n, int warp_n, bool has_long) {
+  std::vector<Case> v;
+  for (bool mis : {false, true}) {
+    if (warp_short_n > 0)
+      for (long long N : {1LL, 3LL, 33LL, 255LL, (long long)warp_short_n})
+        v.push_back({FP_ROWS_WARP_SHORT, 19, N, 2, 256, 1, mis});
+    for (long long N : {1LL, 5LL, 257LL, (long long)warp_n})
+      v.push_back({FP_ROWS_WARP, 19, N, 2, 256, 1, mis});
+    /* block: 2 float4 per thread cached, more streamed */
+    for (long long N : {1LL, 7LL, 255LL, 1001LL})
+      v.push_back({FP_ROWS_REGISTERED, 5, N, 2, 64, 1, mis});
+    if (has_long)
+      for (long long N : {1001LL, 4097LL})
+        v.push_back({FP_ROWS_LONG, 3, N, 2, 64, 1, mis});
+    for (unsigned C : {2u, 4u, 8u}) {
+      const long long fit = caches_row ? 4LL * 4 * 64 * C - 3 : 20001; /* share <= 4 x 64 */
+      for (long long N : {3LL, 1001LL, fit})
+        v.push_back({FP_ROWS_CLUSTER, 5, N, 2 * C, 64, C, mis});
+    }
+  }
+  return v;
+}
+
+void test_rows_kernel(fp_kernel_id id, const char *name, int times) {
+  const std::vector<Case> all = cases(true, 256, 512, true);
+  for (const Case &c : all) {
+    const std::string what = describe(name, c);
+    Array x(c.M * c.N, c.misaligned, 0.0f), out(c.M * c.N, c.misaligned, NAN);
+    fill_random(x.p, c.M * c.N, 7 + (unsigned)c.N, id == FPK_norm_chain_fused ? 0.0f : -3.0f, 1.0f);
+    RowsFn fn = reinterpret_cast<RowsFn>(kernels().get(id, c.build));
+    assert_non_null(fn);
+    if (!run(c, [&] { fn(out.p, x.p, c.M, c.N); }))
+      fail_msg("%s: trapped", what.c_str());
+    std::vector<double> want;
+    if (id == FPK_norm_chain_fused) {
+      want.assign(x.p, x.p + c.M * c.N);
+      for (long long i = 0; i < c.M; ++i)
+        for (int step = 0; step < 3; ++step) {
+          double s = 0.0;
+          for (long long j = 0; j < c.N; ++j)
+            s += want[i * c.N + j];
+          for (long long j = 0; j < c.N; ++j)
+            want[i * c.N + j] *= s;
+        }
+    } else {
+      want = ref_softmax(x.p, c.M, c.N, times);
+    }
+    expect_rows(what, out.p, want, c.M, c.N);
+  }
+}
+
+void test_softmax(void **) { test_rows_kernel(FPK_softmax_fused, "softmax_fused", 1); }
+void test_double_softmax(void **) {
+  test_rows_kernel(FPK_double_softmax_fused, "double_softmax_fused", 2);
+}
+void test_norm_chain(void **) { test_rows_kernel(FPK_norm_chain_fused, "norm_chain_fused", 0); }
+
+void test_softmax_backward(void **) {
+  for (const Case &c : cases(true, 256, 512, true)) {
+    const std::string what = describe("softmax_backward_fused", c);
+    const long long n = c.M * c.N;
+    Array x(n, c.misaligned, 0.0f), y(n, c.misaligned, 0.0f), g(n, c.misaligned, 0.0f),
+        out(n, c.misaligned, NAN);
+    fill_random(x.p, n, 11 + (unsigned)c.N, -3.0f, 1.0f);
+    fill_random(g.p, n, 13 + (unsigned)c.N, -1.0f, 1.0f);
+    const std::vector<double> yd = ref_softmax(x.p, c.M, c.N, 1);
+    for (long long k = 0; k < n; ++k)
+      y.p[k] = (float)yd[k];
+    BackwardFn fn =
+        reinterpret_cast<BackwardFn>(kernels().get(FPK_softmax_backward_fused, c.build));
+    if (!run(c, [&] { fn(out.p, g.p, y.p, c.M, c.N); }))
+      fail_msg("%s: trapped", what.c_str());
+    std::vector<double> want(n);
+    for (long long i = 0; i < c.M; ++i) {
+      double dot = 0.0;
+      for (long long j = 0; j < c.N; ++j)
+        dot += (double)g.p[i * c.N + j] * y.p[i * c.N + j];
+      for (long long j = 0; j < c.N; ++j)
+        want[i * c.N + j] = y.p[i * c.N + j] * (g.p[i * c.N + j] - dot);
+    }
+    expect_rows(what, out.p, want, c.M, c.N);
+  }
+}
+
+void test_layernorm(void **) {
+  for (const Case &c : cases(true, 256, 512, true)) {
+    const std::string what = describe("layernorm_fused", c);
+    const long long n = c.M * c.N;
+    Array x(n, c.misaligned, 0.0f), w(c.N, c.misaligned, 0.0f), b(c.N, c.misaligned, 0.0f),
+        out(n, c.misaligned, NAN), mean(c.M, false, NAN), rstd(c.M, false, NAN);
+    fill_random(x.p, n, 17 + (unsigned)c.N, -2.0f, 3.0f);
+    fill_random(w.p, c.N, 19, 0.5f, 1.5f);
+    fill_random(b.p, c.N, 23, -1.0f, 1.0f);
+    LayerNormFn fn = reinterpret_cast<LayerNormFn>(kernels().get(FPK_layernorm_fused, c.build));
+    if (!run(c, [&] { fn(out.p, mean.p, rstd.p, x.p, w.p, b.p, c.M, c.N, 1e-5f); }))
+      fail_msg("%s: trapped", what.c_str());
+    std::vector<double> want(n), want_mean(c.M), want_rstd(c.M);
+    for (long long i = 0; i < c.M; ++i) {
+      double s = 0.0, q = 0.0;
+      for (long long j = 0; j < c.N; ++j)
+        s += x.p[i * c.N + j];
+      const double mu = s / (double)c.N;
+      for (long long j = 0; j < c.N; ++j)
+        q += (x.p[i * c.N + j] - mu) * (x.p[i * c.N + j] - mu);
+      const double r = 1.0 / std::sqrt(q / (double)c.N + 1e-5);
+      want_mean[i] = mu;
+      want_rstd[i] = r;
+      for (long long j = 0; j < c.N; ++j)
+        want[i * c.N + j] = (x.p[i * c.N + j] - mu) * r * w.p[j] + b.p[j];
+    }
+    expect_rows(what, out.p, want, c.M, c.N);
+    for (long long i = 0; i < c.M; ++i)
+      if (!(std::fabs(mean.p[i] - want_mean[i]) <= 1e-5 * 3.0 &&
+            std::fabs(rstd.p[i] - want_rstd[i]) <= 1e-4 * want_rstd[i]))
+        fail_msg("%s: row %lld mean/rstd %.9g/%.9g, expected %.9g/%.9g", what.c_str(), i, mean.p[i],
+                 rstd.p[i], want_mean[i], want_rstd[i]);
+  }
+}
+
+/* hreduce: streamed by every build, so the clusters take any share. */
+void test_hreduce(fp_kernel_id id, const char *name) {
+  for (const Case &c : cases(false, 0, 1024, false)) {
+    const std::string what = describe(name, c);
+    const long long n = c.M * c.N;
+    Array a(n, c.misaligned, 0.0f), sum(c.M, false, NAN),
+        out2(id == FPK_hreduce_pointwise_fused ? n : c.M, c.misaligned, NAN);
+    fill_random(a.p, n, 29 + (unsigned)c.N, -1.0f, 1.0f);
+    HReduceFn fn = reinterpret_cast<HReduceFn>(kernels().get(id, c.build));
+    assert_non_null(fn);
+    if (!run(c, [&] { fn(sum.p, out2.p, a.p, c.M, c.N); }))
+      fail_msg("%s: trapped", what.c_str());
+    for (long long i = 0; i < c.M; ++i) {
+      double s = 0.0, total = 0.0, m = -INFINITY;
+      for (long long j = 0; j < c.N; ++j) {
+        s += a.p[i * c.N + j];
+        total += std::fabs(a.p[i * c.N + j]);
+        m = std::fmax(m, a.p[i * c.N + j]);
+      }
+      if (!(std::fabs(sum.p[i] - s) <= 1e-5 * total + 1e-30))
+        fail_msg("%s: row %lld sum %.9g, expected %.9g", what.c_str(), i, sum.p[i], s);
+      if (id == FPK_hreduce_reduce_fused && out2.p[i] != (float)m)
+        fail_msg("%s: row %lld max %.9g, expected %.9g", what.c_str(), i, out2.p[i], m);
+    }
+    if (id == FPK_hreduce_pointwise_fused) {
+      std::vector<double> want(n);
+      for (long long k = 0; k < n; ++k)
+        want[k] = std::cos((double)a.p[k]);
+      expect_rows(what, out2.p, want, c.M, c.N);
+    }
+  }
+}
+
+void test_hreduce_pointwise(void **) {
+  test_hreduce(FPK_hreduce_pointwise_fused, "hreduce_pointwise_fused");
+}
+void test_hreduce_reduce(void **) {
+  test_hreduce(FPK_hreduce_reduce_fused, "hreduce_reduce_fused");
+}
+
+/* The emulation itself: a trap is reported, not swallowed. */
+void test_trap_is_reported(void **) {
+  assert_false(fpemu::launch(1, 32, 1, [] { __trap(); }));
+  assert_true(fpemu::launch(2, 64, 2, [] { cooperative_groups::this_cluster().sync(); }));
+}
+
+} // namespace
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_trap_is_reported),  cmocka_unit_test(test_softmax),
+      cmocka_unit_test(test_double_softmax),    cmocka_unit_test(test_norm_chain),
+      cmocka_unit_test(test_softmax_backward),  cmocka_unit_test(test_layernorm),
+      cmocka_unit_test(test_hreduce_pointwise), cmocka_unit_test(test_hreduce_reduce),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,176 @@
+/* fuseport tests: the CUDA backend's ROWS launch planner (cuda_plan.h), on
+ * any machine. It decides which build of a row kernel runs and in what
+ * geometry; a wrong decision would break a build's precondition (a row
+ * longer than its cache, a grid that is not a whole number of clusters) and
+ * compute garbage or trap on the GPU, so every decision over a wide sweep of
+ * shapes is checked against the preconditions, and the shapes the GPU tests
+ * use are checked to reach the build they are meant to reach. */
+#include <stdio.h>
+
+#include "test_util.h"
+
+#include "cuda_plan.h"
+
+enum { H100_SMS = 132, HOST_CAP = 1 << 20 };
+
+/* The offer of kernels/cu/reduce.cu (every build) and of horizontal.cu (no
+ * long-row or short warp build; a warp build of 8 vectors; a streaming
+ * cluster build). */
+static const fp_rows_builds reduce_offer = {{true, true, true, true}, 2, 4, 4};
+static const fp_rows_builds hreduce_offer = {{false, false, true, true}, 0, 8, 0};
+
+/* The host's ROWS request (ops/primitives.c fp_rows_range). */
+static void host_request(int64_t M, int64_t N, uint32_t *groups, uint32_t *block) {
+  uint32_t local = 1;
+  while ((int64_t)local < (N + 15) / 16)
+    local <<= 1;
+  *block = local < 32 ? 32 : (local > 1024 ? 1024 : local);
+  *groups = (uint32_t)(M < HOST_CAP ? M : HOST_CAP);
+}
+
+static fp_rows_plan plan_for(fp_rows_policy policy, const fp_rows_builds *b, int64_t M, int64_t N,
+                             int cc) {
+  uint32_t groups, block;
+  host_request(M, N, &groups, &block);
+  return fp_cuda_plan_rows(policy, b, M, N, groups, block, cc, H100_SMS);
+}
+
+static void assert_preconditions(const fp_rows_builds *b, int64_t M, int64_t N, int cc,
+                                 fp_rows_plan p) {
+  char what[128];
+  snprintf(what, sizeof what, "M=%lld N=%lld cc=%d: build %d grid %u block %u cluster %u",
+           (long long)M, (long long)N, cc, (int)p.build, p.grid, p.block, p.cluster);
+  const int64_t rows = M < HOST_CAP ? M : HOST_CAP;
+  if (p.build != FP_ROWS_REGISTERED && !b->has[p.build])
+    fail_msg("%s: a build the kernel does not have", what);
+  if (p.block < 32 || p.block > 1024 || (p.block & (p.block - 1)) != 0)
+    fail_msg("%s: block not a power of two in [32, 1024]", what);
+  if (p.grid == 0 || p.cluster == 0 || p.grid % p.cluster != 0)
+    fail_msg("%s: grid not a whole number of clusters", what);
+  const int64_t vec = (N + 3) / 4; /* float4 of a row's split, at most */
+  switch (p.build) {
+  case FP_ROWS_WARP_SHORT:
+  case FP_ROWS_WARP: {
+    int per_lane = p.build == FP_ROWS_WARP ? b->warp_vectors : b->warp_short_vectors;
+    if (N > 128 * (int64_t)per_lane)
+      fail_msg("%s: row longer than the warp's cache", what);
+    if (p.block != 256)
+      fail_msg("%s: warp builds take 8 warps per block", what);
+    if ((int64_t)p.grid * 8 < rows)
+      fail_msg("%s: fewer warps than rows up to the cap", what);
+    break;
+  }
+  case FP_ROWS_CLUSTER: {
+    if (cc < 9)
+      fail_msg("%s: clusters need sm_90", what);
+    if (p.cluster < 2 || p.cluster > 8 || (p.cluster & (p.cluster - 1)) != 0)
+      fail_msg("%s: cluster size not 2, 4 or 8", what);
+    const int64_t share = (vec + p.cluster - 1) / p.cluster;
+    if (b->cluster_vectors > 0 && share > (int64_t)b->cluster_vectors * p.block)
+      fail_msg("%s: a block's share (%lld float4) exceeds its cache", what, (long long)share);
+    if ((int64_t)p.grid != rows * p.cluster)
+      fail_msg("%s: grid is not a cluster per row", what);
+    break;
+  }
+  case FP_ROWS_LONG:
+  case FP_ROWS_REGISTERED: {
+    uint32_t groups, block;
+    host_request(M, N, &groups, &block);
+    if (p.grid != groups || p.block != block || p.cluster != 1)
+      fail_msg("%s: block builds keep the host's geometry", what);
+    if (p.build == FP_ROWS_LONG && !(N / 4 > 2 * (int64_t)block))
+      fail_msg("%s: long-row build for a row the registered build caches", what);
+    break;
+  }
+  }
+}
+
+/* Every M and N of a sweep (odd sizes, powers of two and their neighbours,
+ * 1..2^22), both offers, sm_80 and sm_90, both policies. */
+static void test_preconditions_hold(void **state) {
+  (void)state;
+  const int64_t sizes[] = {1,     2,     3,     4,      5,      7,      31,     32,      33,
+                           127,   128,   129,   255,    256,    257,    509,    512,     513,
+                           1000,  1023,  1024,  1025,   2047,   2048,   4095,   4096,    4097,
+                           8191,  8192,  8193,  16383,  16384,  16385,  30001,  32768,   32769,
+                           65535, 65536, 65537, 131071, 131072, 131073, 262144, 1 << 20, 1 << 22};
+  const int n = (int)(sizeof sizes / sizeof sizes[0]);
+  const fp_rows_builds *offers[] = {&reduce_offer, &hreduce_offer};
+  int checked = 0, tuned_builds = 0;
+  for (int o = 0; o < 2; ++o)
+    for (int policy = 0; policy < 2; ++policy)
+      for (int cc = 8; cc <= 9; ++cc)
+        for (int i = 0; i < n; ++i)
+          for (int j = 0; j < n; ++j) {
+            fp_rows_plan p = plan_for((fp_rows_policy)policy, offers[o], sizes[i], sizes[j], cc);
+            assert_preconditions(offers[o], sizes[i], sizes[j], cc, p);
+            if (policy == FP_ROWS_POLICY_BLOCK)
+              assert_true(p.build == FP_ROWS_REGISTERED || p.build == FP_ROWS_LONG);
+            else
+              tuned_builds += p.build == FP_ROWS_WARP || p.build == FP_ROWS_CLUSTER;
+            ++checked;
+          }
+  assert_int_equal(checked, 2 * 2 * 2 * n * n);
+  assert_true(tuned_builds > 0);
+}
+
+/* The shapes of tests/test_ops.c and `fuseport check` reach the builds they
+ * are listed for on an H100 with the tuned policy. */
+static void test_gpu_test_shapes_reach_every_build(void **state) {
+  (void)state;
+  const struct {
+    int64_t M, N;
+    fp_rows_build reduce, hreduce;
+    uint32_t cluster;
+  } cases[] = {
+      {1, 1, FP_ROWS_WARP_SHORT, FP_ROWS_WARP, 1},
+      {1000, 3, FP_ROWS_WARP_SHORT, FP_ROWS_WARP, 1},
+      {128, 256, FP_ROWS_WARP_SHORT, FP_ROWS_WARP, 1},
+      {70, 509, FP_ROWS_WARP, FP_ROWS_WARP, 1},
+      {1, 1000, FP_ROWS_LONG, FP_ROWS_WARP, 1},
+      {64, 1024, FP_ROWS_LONG, FP_ROWS_WARP, 1},
+      {33, 4097, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 2},
+      {66, 30001, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 4},
+      {5, 65537, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 8},
+      {1, 262144, FP_ROWS_LONG, FP_ROWS_CLUSTER, 8},
+      /* the seed grid's few long rows: split over the GPU */
+      {128, 65536, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 8},
+      {256, 32768, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 4},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+    fp_rows_plan r = plan_for(FP_ROWS_POLICY_TUNED, &reduce_offer, cases[k].M, cases[k].N, 9);
+    fp_rows_plan h = plan_for(FP_ROWS_POLICY_TUNED, &hreduce_offer, cases[k].M, cases[k].N, 9);
+    if (r.build != cases[k].reduce || h.build != cases[k].hreduce)
+      fail_msg("%lldx%lld: builds %d/%d, expected %d/%d", (long long)cases[k].M,
+               (long long)cases[k].N, (int)r.build, (int)h.build, (int)cases[k].reduce,
+               (int)cases[k].hreduce);
+    if (r.build == FP_ROWS_CLUSTER && r.cluster != cases[k].cluster)
+      fail_msg("%lldx%lld: cluster of %u, expected %u", (long long)cases[k].M,
+               (long long)cases[k].N, r.cluster, cases[k].cluster);
+    /* without clusters (sm_80/86) the long rows stay on the block builds */
+    fp_rows_plan a = plan_for(FP_ROWS_POLICY_TUNED, &reduce_offer, cases[k].M, cases[k].N, 8);
+    assert_true(a.build != FP_ROWS_CLUSTER);
+  }
+}
+
+static void test_policy_from_env(void **state) {
+  (void)state;
+  bool unknown = true;
+  assert_int_equal(fp_rows_policy_from_env(NULL, &unknown), FP_ROWS_POLICY_BLOCK);
+  assert_false(unknown);
+  assert_int_equal(fp_rows_policy_from_env("block", &unknown), FP_ROWS_POLICY_BLOCK);
+  assert_false(unknown);
+  assert_int_equal(fp_rows_policy_from_env("tuned", &unknown), FP_ROWS_POLICY_TUNED);
+  assert_false(unknown);
+  assert_int_equal(fp_rows_policy_from_env("fast", &unknown), FP_ROWS_POLICY_BLOCK);
+  assert_true(unknown);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_preconditions_hold),
+      cmocka_unit_test(test_gpu_test_shapes_reach_every_build),
+      cmocka_unit_test(test_policy_from_env),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
