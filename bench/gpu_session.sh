@@ -4,18 +4,25 @@
 #
 #   bash bench/gpu_session.sh STAGE... 
 #
-# Stages: tests check sanitize bench-cuda bench-opencl torch
+# Stages: tests check sanitize rows bench-cuda bench-opencl torch
+#   rows: the warp and cluster builds of the CUDA row kernels
+#         (FUSEPORT_CUDA_ROW_BUILDS=tuned): tests, check and both sanitizers
+#         on them, then the row ops timed with the block policy and with the
+#         tuned one, alternately, in this call (rows_block.json,
+#         rows_tuned.json, rows_compare.txt).
 # Environment: OUT (where results go; the device tool sets it), DEADLINE
 # (seconds this call may use, default 570), FP (a fuseport binary; default
 # .gpu/bin/fuseport, built here on this machine's image, else a fresh build),
-# RESUME_DIR (partial result files from an earlier call, to --resume).
+# RESUME_DIR (a directory of partial result files from an earlier call, to
+# --resume; unset: every sweep starts afresh), FUSEPORT_CUDA_ROW_BUILDS
+# (passed through to every stage: block or tuned).
 #
 # It expects .gpu/gpu-env.sh (copied from ../shared/device) and the Debian
 # packages in .debs/ to be carried along; see README "Running on a GPU".
 set -u
 OUT=${OUT:-/tmp/fp-out}
 DEADLINE=${DEADLINE:-570}
-RESUME_DIR=${RESUME_DIR:-docs/results}
+RESUME_DIR=${RESUME_DIR:-}
 mkdir -p "$OUT"
 . .gpu/gpu-env.sh
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -74,7 +81,7 @@ sweep() {
   local budget=$(($(left) - ${RESERVE:-15}))
   [ "$budget" -gt 30 ] || { log "no time left for $backend"; return; }
   log "seed sweep on $backend for at most $budget s"
-  if [ -f "$RESUME_DIR/$file" ]; then
+  if [ -n "$RESUME_DIR" ] && [ -f "$RESUME_DIR/$file" ]; then
     cp "$RESUME_DIR/$file" "$OUT/$file"
     timeout -s INT -k 20 "$budget" "$FP" bench --resume "$OUT/$file" --quiet
   else
@@ -82,6 +89,38 @@ sweep() {
       --shapes seed --rep-ms 20 --out "$OUT/$file" --quiet
   fi
   echo "bench exit $?; cells: $(grep -c '"op":' "$OUT/$file")"
+}
+
+ROW_OPS=softmax,double_softmax,softmax_backward,layernorm,norm_chain,hreduce_pointwise,hreduce_reduce
+# Shapes for each build: many short rows (warp builds), mid rows, few long
+# rows (clusters), and large cells of each kind.
+ROW_SHAPES=65536x128,65536x256,65536x512,32768x1024,16384x2048,8192x4096,128x8192,512x16384,128x32768,256x32768,128x65536,1024x65536,4096x16384,8192x8192,4096x4096,1000x3,70x509,66x30001,5x65537
+
+stage_rows() {
+  local shapes=3x1000,1000x3,70x509,33x4097,66x30001,5x65537
+  log "tuned row builds: tests and check"
+  for t in test_backend test_ops; do
+    FUSEPORT_CUDA_ROW_BUILDS=tuned timeout 200 "$BIN/$t" cuda >"$OUT/$t-tuned.log" 2>&1
+    echo "$t cuda tuned: exit $? ($(grep -c '\[       OK \]' "$OUT/$t-tuned.log") ok," \
+      "$(grep -c '\[  FAILED  \]' "$OUT/$t-tuned.log") failed lines)"
+  done
+  FUSEPORT_CUDA_ROW_BUILDS=tuned "$FP" check --backend cuda --quiet | tail -3
+  log "tuned row builds: memcheck and racecheck"
+  FUSEPORT_CUDA_ROW_BUILDS=tuned timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$FP" check --backend cuda --quiet --shapes $shapes --op $ROW_OPS >"$OUT/memcheck-tuned.log" 2>&1
+  echo "memcheck exit $?"; tail -2 "$OUT/memcheck-tuned.log"
+  FUSEPORT_CUDA_ROW_BUILDS=tuned timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 \
+    "$FP" check --backend cuda --quiet --shapes $shapes --op $ROW_OPS --variants fused \
+    >"$OUT/racecheck-tuned.log" 2>&1
+  echo "racecheck exit $?"; tail -2 "$OUT/racecheck-tuned.log"
+  log "row ops: block policy vs tuned, same call"
+  for policy in block tuned; do
+    FUSEPORT_CUDA_ROW_BUILDS=$policy timeout 150 "$FP" bench --backend cuda --op $ROW_OPS \
+      --variants fused --shapes $ROW_SHAPES --rep-ms 10 --out "$OUT/rows_$policy.json" --quiet
+    echo "$policy: exit $?"
+  done
+  "$FP" compare "$OUT/rows_block.json" "$OUT/rows_tuned.json" >"$OUT/rows_compare.txt"
+  grep -E "^==|geometric" "$OUT/rows_compare.txt"
 }
 
 stage_bench-cuda() { sweep cuda cuda.json; }
