@@ -251,25 +251,23 @@ struct MaxOp {
 constexpr int kMaxReduceBytes = 16;
 
 /* Warp shuffles of any value made of 32-bit words (float, or a struct of
- * floats such as the reductions' running statistics). */
-template <class T> __device__ __forceinline__ T shfl_xor_words(T v, int lane_mask) {
+ * floats such as the reductions' running statistics): shuffle(word) moves
+ * each word. */
+template <class T, class Shuffle> __device__ __forceinline__ T shuffle_words(T v, Shuffle shuffle) {
   static_assert(sizeof(T) % 4 == 0 && sizeof(T) <= kMaxReduceBytes, "a struct of 32-bit words");
   unsigned w[sizeof(T) / 4];
   memcpy(w, &v, sizeof(T));
 #pragma unroll
   for (unsigned k = 0; k < sizeof(T) / 4; ++k)
-    w[k] = __shfl_xor_sync(kFullMask, w[k], lane_mask);
+    w[k] = shuffle(w[k]);
   memcpy(&v, w, sizeof(T));
   return v;
 }
+template <class T> __device__ __forceinline__ T shfl_xor_words(T v, int lane_mask) {
+  return shuffle_words(v, [=](unsigned w) { return __shfl_xor_sync(kFullMask, w, lane_mask); });
+}
 template <class T> __device__ __forceinline__ T shfl_from(T v, int lane) {
-  unsigned w[sizeof(T) / 4];
-  memcpy(w, &v, sizeof(T));
-#pragma unroll
-  for (unsigned k = 0; k < sizeof(T) / 4; ++k)
-    w[k] = __shfl_sync(kFullMask, w[k], lane);
-  memcpy(&v, w, sizeof(T));
-  return v;
+  return shuffle_words(v, [=](unsigned w) { return __shfl_sync(kFullMask, w, lane); });
 }
 
 /* Reduction of v over the warp, returned to every lane: a butterfly, then
@@ -818,6 +816,26 @@ __device__ __forceinline__ float dropout_apply(float v, long long seed, long lon
                                                float scale) {
   return fp_dropout_keep((fp_u64)seed, (fp_u64)index, p) ? v * scale : 0.0f;
 }
+
+/* ---- the builds of a row kernel ------------------------------------------------
+ * FPCU_ROWS_<TEAM>(call) declares `team` and runs call, a row loop over it;
+ * the cluster form ends with cluster_done() and traps where clusters do
+ * not exist (the planner never launches it there). */
+#define FPCU_ROWS_BLOCK(call)                                                                      \
+  const fpcu::BlockTeam team{};                                                                    \
+  call
+#define FPCU_ROWS_WARP(call)                                                                       \
+  const fpcu::WarpTeam team{};                                                                     \
+  call
+#ifdef FPCU_HAVE_CLUSTERS
+#define FPCU_ROWS_CLUSTER(call)                                                                    \
+  const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();            \
+  const fpcu::ClusterTeam team{cluster.block_rank(), cluster.num_blocks(), 0};                     \
+  call;                                                                                            \
+  fpcu::cluster_done()
+#else
+#define FPCU_ROWS_CLUSTER(call) __trap()
+#endif
 
 /* ---- registration of the ROWS builds (host code) ------------------------------ */
 

@@ -105,52 +105,27 @@ __device__ __forceinline__ void hreduce_reduce_rows(const Team &team, float *sum
  * cluster of blocks per row on sm_90 (a few long rows spread over the GPU).
  * Nothing is cached, so any row length suits every build. */
 
+#define FPCU_HREDUCE_PARAMS (float *sum, float *out2, const float *a, long long M, long long N)
+#define FPCU_HREDUCE_KERNEL(NAME, ROWS_FN, REGS_BLOCK, REGS)                                       \
+  static __global__ void __maxnreg__(REGS_BLOCK) NAME FPCU_HREDUCE_PARAMS {                        \
+    FPCU_ROWS_BLOCK(ROWS_FN(team, sum, out2, a, M, N));                                            \
+  }                                                                                                \
+  static __global__ void __maxnreg__(REGS) NAME##_warp FPCU_HREDUCE_PARAMS {                       \
+    FPCU_ROWS_WARP(ROWS_FN(team, sum, out2, a, M, N));                                             \
+  }                                                                                                \
+  static __global__ void __maxnreg__(REGS) NAME##_cluster FPCU_HREDUCE_PARAMS {                    \
+    FPCU_ROWS_CLUSTER(ROWS_FN(team, sum, out2, a, M, N));                                          \
+  }
+
 /* hreduce_pointwise_fused(sum, cosx, a, M, N)                         ROWS
- * sum[i] = sum_j a[i,j]; cosx[i,j] = cos(a[i,j]). */
-static __global__ void __maxnreg__(40) /* 32 would spill around cosf */
-    hreduce_pointwise_fused(float *sum, float *cosx, const float *a, long long M, long long N) {
-  hreduce_pointwise_rows(BlockTeam{}, sum, cosx, a, M, N);
-}
-static __global__ void __maxnreg__(40)
-    hreduce_pointwise_fused_warp(float *sum, float *cosx, const float *a, long long M,
-                                 long long N) {
-  hreduce_pointwise_rows(WarpTeam{}, sum, cosx, a, M, N);
-}
-static __global__ void __maxnreg__(40)
-    hreduce_pointwise_fused_cluster(float *sum, float *cosx, const float *a, long long M,
-                                    long long N) {
-#ifdef FPCU_HAVE_CLUSTERS
-  const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-  hreduce_pointwise_rows(ClusterTeam{cluster.block_rank(), cluster.num_blocks(), 0}, sum, cosx, a,
-                         M, N);
-  cluster_done();
-#else
-  __trap();
-#endif
-}
+ * sum[i] = sum_j a[i,j]; cosx[i,j] = cos(a[i,j]). 40 registers: 32 would
+ * spill around cosf. */
+FPCU_HREDUCE_KERNEL(hreduce_pointwise_fused, hreduce_pointwise_rows, 40, 40)
 
 /* hreduce_reduce_fused(sum, amax, a, M, N)                            ROWS
- * sum[i] = sum_j a[i,j]; amax[i] = max_j a[i,j] (NaN propagates). */
-static __global__ void __maxnreg__(32)
-    hreduce_reduce_fused(float *sum, float *amax, const float *a, long long M, long long N) {
-  hreduce_reduce_rows(BlockTeam{}, sum, amax, a, M, N);
-}
-static __global__ void __maxnreg__(40)
-    hreduce_reduce_fused_warp(float *sum, float *amax, const float *a, long long M, long long N) {
-  hreduce_reduce_rows(WarpTeam{}, sum, amax, a, M, N);
-}
-static __global__ void __maxnreg__(32)
-    hreduce_reduce_fused_cluster(float *sum, float *amax, const float *a, long long M,
-                                 long long N) {
-#ifdef FPCU_HAVE_CLUSTERS
-  const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-  hreduce_reduce_rows(ClusterTeam{cluster.block_rank(), cluster.num_blocks(), 0}, sum, amax, a, M,
-                      N);
-  cluster_done();
-#else
-  __trap();
-#endif
-}
+ * sum[i] = sum_j a[i,j]; amax[i] = max_j a[i,j] (NaN propagates). The
+ * block build fits 32 registers; the warp build spills there, so 40. */
+FPCU_HREDUCE_KERNEL(hreduce_reduce_fused, hreduce_reduce_rows, 32, 40)
 
 extern "C" void fp_cuda_register_horizontal(const void *table[FPK_COUNT]) {
   table[FPK_hreduce_pointwise_fused] = reinterpret_cast<const void *>(&hreduce_pointwise_fused);

@@ -547,7 +547,7 @@ __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, co
  *               fewer rows in flight per SM, so the reread more often hits
  *               L2;
  *   warp_short  a warp per row, 8 rows per 256-thread block, <= 2 vectors
- *               per lane (rows <= 256 floats), 32/40 registers;
+ *               per lane (rows <= 256 floats), 40 to 56 registers;
  *   warp        a warp per row, <= 4 vectors per lane (rows <= 512; longer
  *               rows get blocks of 64 threads or more, which are not capped
  *               below a full SM);
@@ -559,144 +559,51 @@ __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, co
  * Warp builds need no shared memory and no barriers: a block of 32-thread
  * groups would be capped at 32 blocks (1024 threads) per SM. */
 
-#define FPCU_ROWS_BLOCK(call)                                                                      \
-  const BlockTeam team{};                                                                          \
-  call
-#define FPCU_ROWS_WARP(call)                                                                       \
-  const WarpTeam team{};                                                                           \
-  call
-#ifdef FPCU_HAVE_CLUSTERS
-#define FPCU_ROWS_CLUSTER(call)                                                                    \
-  const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();            \
-  const ClusterTeam team{cluster.block_rank(), cluster.num_blocks(), 0};                           \
-  call;                                                                                            \
-  cluster_done()
-#else
-#define FPCU_ROWS_CLUSTER(call) __trap()
-#endif
+/* The five builds of kernel NAME(PARAMS): ROWS_FN<K>(team, ARGS) over each
+ * team, with the registered, warp_short and warp builds' register caps and
+ * the long-row build's cache depth. The cluster build caches 4 float4 per
+ * thread at 64 registers (the planner's cluster_vectors). */
+#define FPCU_ROW_KERNEL(NAME, ROWS_FN, REGS, REGS_WARP_SHORT, REGS_WARP, LONG_K, PARAMS, ARGS)     \
+  static __global__ void __maxnreg__(REGS) NAME PARAMS { FPCU_ROWS_BLOCK(ROWS_FN<2> ARGS); }       \
+  static __global__ void __launch_bounds__(kMaxBlock, 1) NAME##_long_rows PARAMS {                 \
+    FPCU_ROWS_BLOCK(ROWS_FN<LONG_K> ARGS);                                                         \
+  }                                                                                                \
+  static __global__ void __maxnreg__(REGS_WARP_SHORT) NAME##_warp_short PARAMS {                   \
+    FPCU_ROWS_WARP(ROWS_FN<2> ARGS);                                                               \
+  }                                                                                                \
+  static __global__ void __maxnreg__(REGS_WARP) NAME##_warp PARAMS {                               \
+    FPCU_ROWS_WARP(ROWS_FN<4> ARGS);                                                               \
+  }                                                                                                \
+  static __global__ void __maxnreg__(64) NAME##_cluster PARAMS {                                   \
+    FPCU_ROWS_CLUSTER(ROWS_FN<4> ARGS);                                                            \
+  }
 
-/* softmax_fused(out, x, M, N)                                         ROWS */
-static __global__ void __maxnreg__(32)
-    softmax_fused(float *out, const float *x, long long M, long long N) {
-  FPCU_ROWS_BLOCK(softmax_rows<2>(team, out, x, M, N));
-}
-static __global__ void __launch_bounds__(kMaxBlock, 1)
-    softmax_fused_long_rows(float *out, const float *x, long long M, long long N) {
-  FPCU_ROWS_BLOCK(softmax_rows<8>(team, out, x, M, N));
-}
-static __global__ void __maxnreg__(40)
-    softmax_fused_warp_short(float *out, const float *x, long long M, long long N) {
-  FPCU_ROWS_WARP(softmax_rows<2>(team, out, x, M, N));
-}
-static __global__ void __maxnreg__(64)
-    softmax_fused_warp(float *out, const float *x, long long M, long long N) {
-  FPCU_ROWS_WARP(softmax_rows<4>(team, out, x, M, N));
-}
-static __global__ void __maxnreg__(64)
-    softmax_fused_cluster(float *out, const float *x, long long M, long long N) {
-  FPCU_ROWS_CLUSTER(softmax_rows<4>(team, out, x, M, N));
-}
+#define FPCU_ROWS_PARAMS (float *out, const float *x, long long M, long long N)
+#define FPCU_ROWS_ARGS (team, out, x, M, N)
 
-/* double_softmax_fused(out, x, M, N): softmax(softmax(x))              ROWS */
-static __global__ void __maxnreg__(32)
-    double_softmax_fused(float *out, const float *x, long long M, long long N) {
-  FPCU_ROWS_BLOCK(double_softmax_rows<2>(team, out, x, M, N));
-}
-/* Its 8-vector cache spills: 4 (rows of up to 16384 floats read once; on
- * sm_90 the cluster build takes the longer ones). */
-#define FPCU_DOUBLE_SOFTMAX_LONG_K 4
-static __global__ void __launch_bounds__(kMaxBlock, 1)
-    double_softmax_fused_long_rows(float *out, const float *x, long long M, long long N) {
-  FPCU_ROWS_BLOCK(double_softmax_rows<FPCU_DOUBLE_SOFTMAX_LONG_K>(team, out, x, M, N));
-}
-static __global__ void __maxnreg__(40)
-    double_softmax_fused_warp_short(float *out, const float *x, long long M, long long N) {
-  FPCU_ROWS_WARP(double_softmax_rows<2>(team, out, x, M, N));
-}
-static __global__ void __maxnreg__(64)
-    double_softmax_fused_warp(float *out, const float *x, long long M, long long N) {
-  FPCU_ROWS_WARP(double_softmax_rows<4>(team, out, x, M, N));
-}
-static __global__ void __maxnreg__(64)
-    double_softmax_fused_cluster(float *out, const float *x, long long M, long long N) {
-  FPCU_ROWS_CLUSTER(double_softmax_rows<4>(team, out, x, M, N));
-}
+/* softmax_fused(out, x, M, N)                                          ROWS */
+FPCU_ROW_KERNEL(softmax_fused, softmax_rows, 32, 40, 64, 8, FPCU_ROWS_PARAMS, FPCU_ROWS_ARGS)
 
-/* softmax_backward_fused(grad_in, grad_out, y, M, N)                   ROWS */
-static __global__ void __maxnreg__(40)
-    softmax_backward_fused(float *grad_in, const float *grad_out, const float *y, long long M,
-                           long long N) {
-  FPCU_ROWS_BLOCK(softmax_backward_rows<2>(team, grad_in, grad_out, y, M, N));
-}
-static __global__ void __launch_bounds__(kMaxBlock, 1)
-    softmax_backward_fused_long_rows(float *grad_in, const float *grad_out, const float *y,
-                                     long long M, long long N) {
-  FPCU_ROWS_BLOCK(softmax_backward_rows<4>(team, grad_in, grad_out, y, M, N));
-}
-static __global__ void __maxnreg__(48)
-    softmax_backward_fused_warp_short(float *grad_in, const float *grad_out, const float *y,
-                                      long long M, long long N) {
-  FPCU_ROWS_WARP(softmax_backward_rows<2>(team, grad_in, grad_out, y, M, N));
-}
-static __global__ void __maxnreg__(80)
-    softmax_backward_fused_warp(float *grad_in, const float *grad_out, const float *y, long long M,
-                                long long N) {
-  FPCU_ROWS_WARP(softmax_backward_rows<4>(team, grad_in, grad_out, y, M, N));
-}
-static __global__ void __maxnreg__(64)
-    softmax_backward_fused_cluster(float *grad_in, const float *grad_out, const float *y,
-                                   long long M, long long N) {
-  FPCU_ROWS_CLUSTER(softmax_backward_rows<4>(team, grad_in, grad_out, y, M, N));
-}
+/* double_softmax_fused(out, x, M, N): softmax(softmax(x)). Its long-row
+ * cache of 8 float4 spills: 4 (rows of up to 16384 floats read once; on
+ * sm_90 the cluster build takes the longer ones).                      ROWS */
+FPCU_ROW_KERNEL(double_softmax_fused, double_softmax_rows, 32, 40, 64, 4, FPCU_ROWS_PARAMS,
+                FPCU_ROWS_ARGS)
+
+/* softmax_backward_fused(grad_in, grad_out, y, M, N): two rows cached, so
+ * more registers for the warp builds.                                  ROWS */
+FPCU_ROW_KERNEL(softmax_backward_fused, softmax_backward_rows, 40, 48, 80, 4,
+                (float *grad_in, const float *grad_out, const float *y, long long M, long long N),
+                (team, grad_in, grad_out, y, M, N))
 
 /* layernorm_fused(out, mean, rstd, x, w, b, M, N, eps)                  ROWS */
-static __global__ void __maxnreg__(40)
-    layernorm_fused(float *out, float *mean, float *rstd, const float *x, const float *w,
-                    const float *b, long long M, long long N, float eps) {
-  FPCU_ROWS_BLOCK(layernorm_rows<2>(team, out, mean, rstd, x, w, b, M, N, eps));
-}
-static __global__ void __launch_bounds__(kMaxBlock, 1)
-    layernorm_fused_long_rows(float *out, float *mean, float *rstd, const float *x, const float *w,
-                              const float *b, long long M, long long N, float eps) {
-  FPCU_ROWS_BLOCK(layernorm_rows<4>(team, out, mean, rstd, x, w, b, M, N, eps));
-}
-static __global__ void __maxnreg__(56)
-    layernorm_fused_warp_short(float *out, float *mean, float *rstd, const float *x, const float *w,
-                               const float *b, long long M, long long N, float eps) {
-  FPCU_ROWS_WARP(layernorm_rows<2>(team, out, mean, rstd, x, w, b, M, N, eps));
-}
-static __global__ void __maxnreg__(72)
-    layernorm_fused_warp(float *out, float *mean, float *rstd, const float *x, const float *w,
-                         const float *b, long long M, long long N, float eps) {
-  FPCU_ROWS_WARP(layernorm_rows<4>(team, out, mean, rstd, x, w, b, M, N, eps));
-}
-static __global__ void __maxnreg__(64)
-    layernorm_fused_cluster(float *out, float *mean, float *rstd, const float *x, const float *w,
-                            const float *b, long long M, long long N, float eps) {
-  FPCU_ROWS_CLUSTER(layernorm_rows<4>(team, out, mean, rstd, x, w, b, M, N, eps));
-}
+FPCU_ROW_KERNEL(layernorm_fused, layernorm_rows, 40, 56, 72, 4,
+                (float *out, float *mean, float *rstd, const float *x, const float *w,
+                 const float *b, long long M, long long N, float eps),
+                (team, out, mean, rstd, x, w, b, M, N, eps))
 
 /* norm_chain_fused(out, x, M, N): three times s = sum_j(x); x = x*s.     ROWS */
-static __global__ void __maxnreg__(32)
-    norm_chain_fused(float *out, const float *x, long long M, long long N) {
-  FPCU_ROWS_BLOCK(norm_chain_rows<2>(team, out, x, M, N));
-}
-static __global__ void __launch_bounds__(kMaxBlock, 1)
-    norm_chain_fused_long_rows(float *out, const float *x, long long M, long long N) {
-  FPCU_ROWS_BLOCK(norm_chain_rows<8>(team, out, x, M, N));
-}
-static __global__ void __maxnreg__(40)
-    norm_chain_fused_warp_short(float *out, const float *x, long long M, long long N) {
-  FPCU_ROWS_WARP(norm_chain_rows<2>(team, out, x, M, N));
-}
-static __global__ void __maxnreg__(64)
-    norm_chain_fused_warp(float *out, const float *x, long long M, long long N) {
-  FPCU_ROWS_WARP(norm_chain_rows<4>(team, out, x, M, N));
-}
-static __global__ void __maxnreg__(64)
-    norm_chain_fused_cluster(float *out, const float *x, long long M, long long N) {
-  FPCU_ROWS_CLUSTER(norm_chain_rows<4>(team, out, x, M, N));
-}
+FPCU_ROW_KERNEL(norm_chain_fused, norm_chain_rows, 32, 40, 64, 8, FPCU_ROWS_PARAMS, FPCU_ROWS_ARGS)
 
 extern "C" void fp_cuda_register_reduce(const void *table[FPK_COUNT]) {
   table[FPK_softmax_fused] = reinterpret_cast<const void *>(&softmax_fused);
