@@ -21,9 +21,18 @@
  *
  * Environment (diagnostics and tuning, never needed):
  *   FUSEPORT_OPENCL_BUILD_OPTIONS  appended to the options of every program
- *                                  build (e.g. -DFP_ROW_CACHE=8)
+ *                                  build (e.g. -DFP_ROW_VEC=2, or
+ *                                  -cl-nv-verbose on NVIDIA for registers
+ *                                  and spills)
+ *   FUSEPORT_OPENCL_BUILD_LOG=FILE appends the options and the build log of
+ *                                  every program built, failed or not, to
+ *                                  FILE (with -cl-nv-verbose: ptxas's
+ *                                  register and spill report per kernel)
  *   FUSEPORT_OPENCL_HOST_TIMING=1  time events with the host clock even where
  *                                  marker profiling works
+ *   FUSEPORT_OPENCL_HOST_GEOMETRY=1  launch the ROWS kernels with the host's
+ *                                  geometry instead of plan_rows' (to check
+ *                                  that the kernels are right for any L)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -96,6 +105,7 @@ typedef struct cl_state {
   cl_family_state families[FPF_COUNT];
   cl_kernel kernels[FPK_COUNT];         /* NULL: not built yet, or absent */
   size_t kernel_group_limit[FPK_COUNT]; /* CL_KERNEL_WORK_GROUP_SIZE, for messages */
+  bool host_geometry;                   /* FUSEPORT_OPENCL_HOST_GEOMETRY: no plan_rows */
 } cl_state;
 
 /* What an fp_event handle points to. */
@@ -507,6 +517,9 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
     return fp_ctx_error(ctx, FP_ERR_OUT_OF_MEMORY, "opencl backend: host allocation failed");
   cl->platform = platform;
   cl->device = device;
+  const char *host_geometry = getenv("FUSEPORT_OPENCL_HOST_GEOMETRY");
+  cl->host_geometry =
+      host_geometry != NULL && *host_geometry != '\0' && strcmp(host_geometry, "0") != 0;
   fp_status st = query_device(ctx, cl);
   if (st != FP_OK) {
     release_state(cl);
@@ -730,9 +743,9 @@ static fp_status ocl_write(fp_context *ctx, void *handle, uint64_t offset, const
                            uint64_t bytes) {
   for (uint64_t done = 0; done < bytes;) {
     uint64_t n = chunk_of(bytes - done);
-    cl_int err = clEnqueueWriteBuffer(state_of(ctx)->queue, (cl_mem)handle, CL_TRUE,
-                                      (size_t)(offset + done), (size_t)n,
-                                      (const char *)src + done, 0, NULL, NULL);
+    cl_int err =
+        clEnqueueWriteBuffer(state_of(ctx)->queue, (cl_mem)handle, CL_TRUE, (size_t)(offset + done),
+                             (size_t)n, (const char *)src + done, 0, NULL, NULL);
     if (err != CL_SUCCESS)
       return cl_fail(ctx, status_of(err), err, "clEnqueueWriteBuffer(%llu bytes at offset %llu)",
                      (unsigned long long)n, (unsigned long long)(offset + done));
@@ -745,9 +758,9 @@ static fp_status ocl_read(fp_context *ctx, void *handle, uint64_t offset, void *
                           uint64_t bytes) {
   for (uint64_t done = 0; done < bytes;) {
     uint64_t n = chunk_of(bytes - done);
-    cl_int err = clEnqueueReadBuffer(state_of(ctx)->queue, (cl_mem)handle, CL_TRUE,
-                                     (size_t)(offset + done), (size_t)n, (char *)dst + done, 0,
-                                     NULL, NULL);
+    cl_int err =
+        clEnqueueReadBuffer(state_of(ctx)->queue, (cl_mem)handle, CL_TRUE, (size_t)(offset + done),
+                            (size_t)n, (char *)dst + done, 0, NULL, NULL);
     if (err != CL_SUCCESS)
       return cl_fail(ctx, status_of(err), err, "clEnqueueReadBuffer(%llu bytes at offset %llu)",
                      (unsigned long long)n, (unsigned long long)(offset + done));
@@ -946,6 +959,22 @@ static char *build_log(cl_program program, cl_device_id device) {
   return log != NULL ? log : calloc(1, 1);
 }
 
+/* FUSEPORT_OPENCL_BUILD_LOG: a diagnostic the user asked for; a file that
+ * cannot be opened is ignored rather than failing the build. */
+static void append_build_log(cl_program program, cl_device_id device, const char *family,
+                             const char *options) {
+  const char *path = getenv("FUSEPORT_OPENCL_BUILD_LOG");
+  if (path == NULL || *path == '\0')
+    return;
+  FILE *f = fopen(path, "a");
+  if (f == NULL)
+    return;
+  char *log = build_log(program, device);
+  fprintf(f, "== kernels/cl/%s.cl, options \"%s\"\n%s\n", family, options, log);
+  free(log);
+  fclose(f);
+}
+
 /* Builds one family's program and creates its kernels. On failure fills
  * fam->message (heap) and returns the status; touches neither ctx->error nor
  * the thread's error, so that kernel_available can build quietly. */
@@ -975,6 +1004,7 @@ static fp_status build_family_now(fp_context *ctx, cl_state *cl, fp_kernel_famil
   double t0 = now_ms();
   if (st == FP_OK) {
     err = clBuildProgram(program, 1, &cl->device, options, NULL, NULL);
+    append_build_log(program, cl->device, fname, options);
     if (err != CL_SUCCESS) {
       char *log = build_log(program, cl->device);
       snprintf(message, sizeof message,
@@ -1090,6 +1120,95 @@ static fp_status ocl_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *co
   return FP_OK;
 }
 
+/* ---- the launch planner of the ROWS kernels ----------------------------------------------
+ * kernels.def: a ROWS kernel's result never depends on the geometry, so the
+ * backend may launch the fused row kernels of kernels/cl/reduce.cl and
+ * horizontal.cl with a geometry of its own. Those kernels split a group of L
+ * into teams of T work-items, one row per team (common.cl, fp_team_of): T is
+ * the smallest power of two >= FP_CL_MIN_TEAM for which each work-item has
+ * at most FP_CL_ROW_VEC float4 vectors of the row, capped at L; a row fits
+ * the register cache (read from global memory once) when
+ * floor(N/4) <= T * FP_CL_ROW_VEC.
+ * The host asks for L = pow2_ceil(N/16) in [32, 1024] and one group per row
+ * (ops/primitives.c, fp_rows_range). The plan instead:
+ *   - T = that team size for N with L unbounded, capped at the largest group
+ *     (1024, or less where the device is smaller): rows of up to 16384
+ *     floats are cached, 4 float4 per work-item; longer rows stream with
+ *     T = L = 1024;
+ *   - L = max(T, FP_CL_ROWS_GROUP): short rows share a group, L / T rows per
+ *     group (a row of 128 is a team of 8, 32 rows per group of 256), where
+ *     the host's geometry gives each a 32-wide group, mostly idle, and the
+ *     H100's limit of 32 resident groups per SM then caps it at half its
+ *     threads (docs/PERF.md);
+ *   - groups: enough for every row at L / T rows per group, at most 2^20 as
+ *     the host's (larger M loops inside the kernel).
+ * Expected, not measured on a GPU: every fused ROWS kernel reads each row of
+ * up to 16384 floats once, where the host's geometry made layernorm and
+ * softmax_backward stream (2-3 reads) from N = 1024 on. The two constants
+ * below must match kernels/cl/common.cl; were a build to change FP_ROW_VEC
+ * (FUSEPORT_OPENCL_BUILD_OPTIONS), the kernels stay correct and only the
+ * rows the plan meant to cache may stream. */
+#define FP_CL_ROW_VEC 4      /* FP_ROW_VEC of common.cl */
+#define FP_CL_MIN_TEAM 4     /* FP_MIN_TEAM of common.cl */
+#define FP_CL_ROWS_GROUP 256 /* smallest planned group */
+#define FP_CL_ROWS_MAX_GROUPS (1u << 20)
+
+/* The argument positions of M and N of the planned kernels; false for every
+ * other kernel (host geometry). */
+static bool rows_mn_args(fp_kernel_id id, int *m_arg, int *n_arg) {
+  switch (id) {
+  case FPK_softmax_fused:
+  case FPK_double_softmax_fused:
+  case FPK_norm_chain_fused:
+    *m_arg = 2;
+    break;
+  case FPK_softmax_backward_fused:
+  case FPK_hreduce_pointwise_fused:
+  case FPK_hreduce_reduce_fused:
+    *m_arg = 3;
+    break;
+  case FPK_layernorm_fused:
+    *m_arg = 6;
+    break;
+  default:
+    return false;
+  }
+  *n_arg = *m_arg + 1;
+  return true;
+}
+
+/* Replaces the host's 1-D geometry of a planned ROWS kernel (global and
+ * local of dimension 0); leaves it alone for any other kernel, with
+ * FUSEPORT_OPENCL_HOST_GEOMETRY, or where the arguments do not look as
+ * kernels.def says (the shared layer has checked them; this is defence). */
+static void plan_rows(const fp_context *ctx, const cl_state *cl, fp_kernel_id id,
+                      const fp_ndrange *nd, const fp_karg *args, int nargs, size_t *global,
+                      size_t *local) {
+  int m_arg = 0, n_arg = 0;
+  if (cl->host_geometry || nd->dims != 1 || !rows_mn_args(id, &m_arg, &n_arg) || n_arg >= nargs ||
+      args[m_arg].kind != FP_ARG_I64 || args[n_arg].kind != FP_ARG_I64)
+    return;
+  const int64_t M = args[m_arg].v.i64, N = args[n_arg].v.i64;
+  uint32_t max_local = 1;
+  while (2 * max_local <= ctx->info.max_group_size && 2 * max_local <= 1024)
+    max_local *= 2;
+  if (M <= 0 || N < 0 || max_local < 32)
+    return;
+  const int64_t need = ((N / 4) + FP_CL_ROW_VEC - 1) / FP_CL_ROW_VEC;
+  uint32_t team = FP_CL_MIN_TEAM;
+  while (team < need && team < max_local)
+    team *= 2;
+  uint32_t group = FP_CL_ROWS_GROUP < max_local ? FP_CL_ROWS_GROUP : max_local;
+  if (team > group)
+    group = team;
+  const uint64_t rows_per_group = group / team;
+  uint64_t groups = ((uint64_t)M + rows_per_group - 1) / rows_per_group;
+  if (groups > FP_CL_ROWS_MAX_GROUPS)
+    groups = FP_CL_ROWS_MAX_GROUPS;
+  *local = group;
+  *global = (size_t)(groups * group);
+}
+
 static fp_status ocl_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd,
                             const fp_karg *args, int nargs) {
   cl_state *cl = state_of(ctx);
@@ -1107,6 +1226,7 @@ static fp_status ocl_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *
     global[d] = (size_t)nd->global[d];
     local[d] = nd->local[d];
   }
+  plan_rows(ctx, cl, id, nd, args, nargs, &global[0], &local[0]);
   for (int a = 0; a < nargs; ++a) {
     cl_int err = CL_SUCCESS;
     switch (args[a].kind) {

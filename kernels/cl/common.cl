@@ -108,3 +108,146 @@ static float fp_group_sum(float v, __local float *slots, __local float *partials
 static float fp_group_max(float v, __local float *slots, __local float *partials) {
   return fp_group_reduce(FP_REDUCE_MAX, v, slots, partials);
 }
+
+/* ---- teams: one or several rows per group ------------------------------------------
+ * The ROWS kernels of reduce.cl and horizontal.cl split their group of L
+ * work-items into teams of T (a power of two, FP_MIN_TEAM <= T <= L), one
+ * row per team, L / T rows per group at a time. T is the smallest power of
+ * two (at least FP_MIN_TEAM) for which every work-item holds at most
+ * FP_ROW_VEC float4 vectors of the row, capped at L; it depends on N and L
+ * only, so every work-item of the group computes the same team size, and the
+ * backend (opencl_backend.c, plan_rows) picks L knowing this rule: a result
+ * never depends on the geometry, so any L is correct, the planned one is
+ * the fast one.
+ * Short rows then fill a group with several rows instead of leaving most of
+ * a 32-wide group idle (a row of 128 is 32 vectors: a team of 8 work-items,
+ * 4 vectors each), and the group-wide barriers of the reductions are shared
+ * by all the rows of the group. FP_MIN_TEAM is 4 so that the up to 3 head
+ * and 3 tail scalars of a row (fp_rowpart) each have a work-item. */
+/* The register cache (reduce.cl) is an array in a struct handed to helper
+ * functions by pointer: it stays in registers only if they are inlined, which
+ * generic clang at -O2 declined for the larger ones (checked on the LLVM IR
+ * of clang 15: fp_rc_max stayed a call with the cache on the stack). */
+#if defined(__clang__)
+#define FP_INLINE inline __attribute__((always_inline))
+#else
+#define FP_INLINE inline
+#endif
+
+#ifndef FP_ROW_VEC
+#define FP_ROW_VEC 4 /* float4 per work-item: must match FP_CL_ROW_VEC of the backend */
+#endif
+#define FP_MIN_TEAM 4
+
+typedef struct fp_team {
+  int lane;  /* work-item within the team */
+  int size;  /* T */
+  int base;  /* local id of the team's first work-item */
+  int index; /* team within the group */
+  int count; /* teams per group, L / T */
+  int width; /* width of the second reduction stage */
+} fp_team;
+
+static FP_INLINE fp_team fp_team_of(long N) {
+  const int L = (int)get_local_size(0), lid = (int)get_local_id(0);
+  const long need = ((N >> 2) + FP_ROW_VEC - 1) / FP_ROW_VEC; /* lanes for whole vectors */
+  int t = FP_MIN_TEAM;
+  while (t < need && 2 * t <= L)
+    t *= 2;
+  t = min(t, L);
+  fp_team tm;
+  tm.size = t;
+  tm.index = lid / t;
+  tm.lane = lid - tm.index * t;
+  tm.base = tm.index * t;
+  tm.count = L / t;
+  tm.width = (int)fp_partials_width((uint)t);
+  return tm;
+}
+
+/* Whether a row of N fits the team's registers: at most FP_ROW_VEC vectors
+ * per work-item (the head and tail scalars come on top). Uniform. */
+static FP_INLINE int fp_row_cached(long N, fp_team tm) {
+  return (N >> 2) <= (long)tm.size * FP_ROW_VEC;
+}
+
+/* Team reductions: fp_group_reduce's two-barrier scheme, each team over its
+ * own slots; slots[] and partials[] hold FP_MAX_GROUP floats (a team's
+ * partials are at its own base). Must be reached by the whole group, idle
+ * work-items included (a group of L not a multiple of T has some). */
+static float fp_team_reduce(int op, float v, fp_team tm, __local float *slots,
+                            __local float *partials) {
+  const int lid = tm.base + tm.lane;
+  const int real = tm.index < tm.count;
+  slots[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (real && tm.lane < tm.width) {
+    float p = slots[lid];
+    for (int t = tm.lane + tm.width; t < tm.size; t += tm.width)
+      p = fp_reduce_combine(op, p, slots[tm.base + t]);
+    partials[lid] = p;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float total = v;
+  if (real) {
+    total = partials[tm.base];
+    for (int t = 1; t < tm.width; ++t)
+      total = fp_reduce_combine(op, total, partials[tm.base + t]);
+  }
+  return total;
+}
+
+static float fp_team_sum(float v, fp_team tm, __local float *slots, __local float *partials) {
+  return fp_team_reduce(FP_REDUCE_SUM, v, tm, slots, partials);
+}
+
+static float fp_team_max(float v, fp_team tm, __local float *slots, __local float *partials) {
+  return fp_team_reduce(FP_REDUCE_MAX, v, tm, slots, partials);
+}
+
+/* ---- a row as head scalars, aligned float4 vectors, tail scalars -------------------------
+ * Buffers come whole from clCreateBuffer (base aligned far beyond 16 bytes),
+ * so row r starts (r*N) % 4 floats past a 16-byte boundary: `head` scalars
+ * (0..3, at most N) up to the boundary, then `nvec` aligned float4 vectors,
+ * then `tail` scalars (0..3). Work-item `lane` of the team takes vectors
+ * lane, lane+T, ... (each access of the team coalesced) and the head and
+ * tail scalars of index lane. With N % 4 == 0 the head and tail are empty. */
+typedef struct fp_rowpart {
+  long head;     /* scalars before the first vector */
+  long nvec;     /* vectors of the body, starting at element head */
+  long tail0;    /* first tail element: head + 4 * nvec */
+  int tail;      /* tail scalars */
+  int cnt;       /* vectors this work-item holds in the cached path (<= FP_ROW_VEC) */
+  int mine_head; /* this work-item holds head element lane */
+  int mine_tail; /* this work-item holds tail element tail0 + lane */
+} fp_rowpart;
+
+static FP_INLINE fp_rowpart fp_rowpart_of(long row, long N, fp_team tm, int active) {
+  fp_rowpart p;
+  const long mis = (row * N) & 3;
+  p.head = min(N, (4 - mis) & 3);
+  p.nvec = (N - p.head) >> 2;
+  p.tail0 = p.head + 4 * p.nvec;
+  p.tail = (int)(N - p.tail0);
+  p.cnt = 0;
+  if (active) {
+    /* min(FP_ROW_VEC, ceil((nvec - lane) / T)) without a 64-bit division */
+    for (int k = 0; k < FP_ROW_VEC; ++k)
+      if (tm.lane + (long)k * tm.size < p.nvec)
+        p.cnt = k + 1;
+  }
+  p.mine_head = active && tm.lane < p.head;
+  p.mine_tail = active && tm.lane < p.tail;
+  return p;
+}
+
+static FP_INLINE float fp_hsum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+
+static FP_INLINE float fp_hmax4(float4 v) {
+  return fp_maximum(fp_maximum(v.x, v.y), fp_maximum(v.z, v.w));
+}
+
+static FP_INLINE float4 fp_maximum4(float4 a, float4 b) {
+  return (float4)(fp_maximum(a.x, b.x), fp_maximum(a.y, b.y), fp_maximum(a.z, b.z),
+                  fp_maximum(a.w, b.w));
+}

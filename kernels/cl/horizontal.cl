@@ -3,82 +3,108 @@
  * executable specification is kernels/cpu/horizontal.c (fp_device_common.h is
  * prepended).
  *
- * ROWS geometry: group g owns rows g, g+G, ...; work-item t of the L in a
- * group handles elements t, t+L, ... (coalesced). Both kernels make a single
- * pass over the row and finish with one group reduction; no row cache is
- * needed.
+ * ROWS geometry, in teams (common.cl, as in reduce.cl): a team of T
+ * work-items per row, L / T rows per group; work-item `lane` handles the
+ * row's float4 vectors lane, lane+T, ... (16-byte accesses, coalesced) and
+ * its head and tail scalar `lane` (fp_rowpart). Both kernels make a single
+ * pass over the row and finish with one team reduction; no row cache is
+ * needed. With the backend's planned geometry a work-item has at most
+ * FP_ROW_VEC vectors of a row of up to 16384 floats, all loaded at once.
  */
 
-
-/* Sum and torch.amax (NaN propagates) of the group in one pass of the same
- * two-barrier scheme. */
-static void fp_group_sum_max(float *sum, float *max, __local float *slots_sum,
-                             __local float *slots_max, __local float *partials_sum,
-                             __local float *partials_max) {
-  const uint lid = get_local_id(0), n = get_local_size(0);
-  const uint width = fp_partials_width(n);
+/* Sum and torch.amax (NaN propagates) of the team in one pass of the
+ * two-barrier scheme of fp_team_reduce. */
+static void fp_team_sum_max(float *sum, float *max, fp_team tm, __local float *slots_sum,
+                            __local float *slots_max, __local float *partials_sum,
+                            __local float *partials_max) {
+  const int lid = tm.base + tm.lane;
+  const int real = tm.index < tm.count;
   slots_sum[lid] = *sum;
   slots_max[lid] = *max;
   barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid < width) {
+  if (real && tm.lane < tm.width) {
     float ps = slots_sum[lid], pm = slots_max[lid];
-    for (uint t = lid + width; t < n; t += width) {
-      ps += slots_sum[t];
-      pm = fp_maximum(pm, slots_max[t]);
+    for (int t = tm.lane + tm.width; t < tm.size; t += tm.width) {
+      ps += slots_sum[tm.base + t];
+      pm = fp_maximum(pm, slots_max[tm.base + t]);
     }
     partials_sum[lid] = ps;
     partials_max[lid] = pm;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  float ts = partials_sum[0], tm = partials_max[0];
-  for (uint t = 1; t < width; ++t) {
-    ts += partials_sum[t];
-    tm = fp_maximum(tm, partials_max[t]);
+  if (real) {
+    float ts = partials_sum[tm.base], tmx = partials_max[tm.base];
+    for (int t = 1; t < tm.width; ++t) {
+      ts += partials_sum[tm.base + t];
+      tmx = fp_maximum(tmx, partials_max[tm.base + t]);
+    }
+    *sum = ts;
+    *max = tmx;
   }
-  *sum = ts;
-  *max = tm;
 }
 
+static float4 fp_cos4(float4 v) { return (float4)(cos(v.x), cos(v.y), cos(v.z), cos(v.w)); }
+
 /* ---- the kernels ----------------------------------------------------------------------
- * A work-item visits its elements j = lid, lid+L, ... in chunks of FP_CHUNK,
- * four at a time (loads before stores: the outputs may alias the input as far
- * as the compiler knows), with each chunk's partial sums added to the
- * work-item's total: with a small group and a long row, one accumulator
- * taking thousands of terms would lose accuracy (see common.cl). */
+ * A work-item visits its vectors q = lane, lane+T, ... in chunks of
+ * FP_CHUNK / 4 vectors, four loads in flight (loads before stores: the
+ * outputs may alias the input as far as the compiler knows), with each
+ * chunk's partial sums added to the work-item's total: with a small group
+ * and a long row, one accumulator taking thousands of terms would lose
+ * accuracy (see common.cl). The block-of-rows loop is reduce.cl's: uniform
+ * trip count, idle work-items load and store nothing and point at row 0. */
 
 /* sum[i] = sum_j a[i,j]; cosx[i,j] = cos(a[i,j]). */
 __kernel void hreduce_pointwise_fused(__global float *sum, __global float *cosx,
                                       __global const float *a, long M, long N) {
-  __local float slots[FP_MAX_GROUP], partials[FP_PARTIALS];
-  const long lid = (long)get_local_id(0), L = (long)get_local_size(0);
-  for (long row = (long)get_group_id(0); row < M; row += (long)get_num_groups(0)) {
-    __global const float *ar = a + row * N;
-    __global float *cr = cosx + row * N;
+  __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];
+  const fp_team tm = fp_team_of(N);
+  const long T = tm.size;
+  for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
+    const long row = rb * tm.count + tm.index;
+    const int active = tm.index < tm.count && row < M;
+    const fp_rowpart p = fp_rowpart_of(row, N, tm, active);
+    __global const float *ar = a + (active ? row : 0) * N;
+    __global float *cr = cosx + (active ? row : 0) * N;
     float total = 0.0f;
-    long j = lid;
-    while (j < N) {
-      const long end = min(N, j + FP_CHUNK * L);
-      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-      for (; j + 3 * L < end; j += 4 * L) {
-        const float x0 = ar[j], x1 = ar[j + L], x2 = ar[j + 2 * L], x3 = ar[j + 3 * L];
-        cr[j] = cos(x0);
-        cr[j + L] = cos(x1);
-        cr[j + 2 * L] = cos(x2);
-        cr[j + 3 * L] = cos(x3);
-        a0 += x0;
-        a1 += x1;
-        a2 += x2;
-        a3 += x3;
+    if (active) {
+      __global const float4 *ab = (__global const float4 *)(ar + p.head);
+      __global float4 *cb = (__global float4 *)(cr + p.head);
+      if (p.mine_head) {
+        const float x0 = ar[tm.lane];
+        cr[tm.lane] = cos(x0);
+        total += x0;
       }
-      for (; j < end; j += L) {
-        const float x0 = ar[j];
-        cr[j] = cos(x0);
-        a0 += x0;
+      if (p.mine_tail) {
+        const float x0 = ar[p.tail0 + tm.lane];
+        cr[p.tail0 + tm.lane] = cos(x0);
+        total += x0;
       }
-      total += (a0 + a1) + (a2 + a3);
+      long q = tm.lane;
+      while (q < p.nvec) {
+        const long end = min(p.nvec, q + (FP_CHUNK / 4) * T);
+        float4 a0 = (float4)(0.0f), a1 = (float4)(0.0f);
+        for (; q + 3 * T < end; q += 4 * T) {
+          const float4 x0 = ab[q], x1 = ab[q + T], x2 = ab[q + 2 * T], x3 = ab[q + 3 * T];
+          cb[q] = fp_cos4(x0);
+          cb[q + T] = fp_cos4(x1);
+          cb[q + 2 * T] = fp_cos4(x2);
+          cb[q + 3 * T] = fp_cos4(x3);
+          a0 += x0;
+          a1 += x1;
+          a0 += x2;
+          a1 += x3;
+        }
+        for (; q < end; q += T) {
+          const float4 x0 = ab[q];
+          cb[q] = fp_cos4(x0);
+          a0 += x0;
+        }
+        total += fp_hsum4(a0 + a1);
+      }
     }
-    total = fp_group_sum(total, slots, partials);
-    if (lid == 0)
+    total = fp_team_sum(total, tm, slots, partials);
+    if (active && tm.lane == 0)
       sum[row] = total;
   }
 }
@@ -87,37 +113,52 @@ __kernel void hreduce_pointwise_fused(__global float *sum, __global float *cosx,
 __kernel void hreduce_reduce_fused(__global float *sum, __global float *amax,
                                    __global const float *a, long M, long N) {
   __local float slots_sum[FP_MAX_GROUP], slots_max[FP_MAX_GROUP];
-  __local float partials_sum[FP_PARTIALS], partials_max[FP_PARTIALS];
-  const long lid = (long)get_local_id(0), L = (long)get_local_size(0);
-  for (long row = (long)get_group_id(0); row < M; row += (long)get_num_groups(0)) {
-    __global const float *ar = a + row * N;
+  __local float partials_sum[FP_MAX_GROUP], partials_max[FP_MAX_GROUP];
+  const fp_team tm = fp_team_of(N);
+  const long T = tm.size;
+  for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
+    const long row = rb * tm.count + tm.index;
+    const int active = tm.index < tm.count && row < M;
+    const fp_rowpart p = fp_rowpart_of(row, N, tm, active);
+    __global const float *ar = a + (active ? row : 0) * N;
     float total = 0.0f, top = -INFINITY;
-    long j = lid;
-    while (j < N) {
-      const long end = min(N, j + FP_CHUNK * L);
-      float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-      float m0 = -INFINITY, m1 = -INFINITY, m2 = -INFINITY, m3 = -INFINITY;
-      for (; j + 3 * L < end; j += 4 * L) {
-        const float x0 = ar[j], x1 = ar[j + L], x2 = ar[j + 2 * L], x3 = ar[j + 3 * L];
-        s0 += x0;
-        s1 += x1;
-        s2 += x2;
-        s3 += x3;
-        m0 = fp_maximum(m0, x0);
-        m1 = fp_maximum(m1, x1);
-        m2 = fp_maximum(m2, x2);
-        m3 = fp_maximum(m3, x3);
+    if (active) {
+      __global const float4 *ab = (__global const float4 *)(ar + p.head);
+      if (p.mine_head) {
+        total += ar[tm.lane];
+        top = fp_maximum(top, ar[tm.lane]);
       }
-      for (; j < end; j += L) {
-        const float x0 = ar[j];
-        s0 += x0;
-        m0 = fp_maximum(m0, x0);
+      if (p.mine_tail) {
+        total += ar[p.tail0 + tm.lane];
+        top = fp_maximum(top, ar[p.tail0 + tm.lane]);
       }
-      total += (s0 + s1) + (s2 + s3);
-      top = fp_maximum(top, fp_maximum(fp_maximum(m0, m1), fp_maximum(m2, m3)));
+      long q = tm.lane;
+      while (q < p.nvec) {
+        const long end = min(p.nvec, q + (FP_CHUNK / 4) * T);
+        float4 s0 = (float4)(0.0f), s1 = (float4)(0.0f);
+        float4 m0 = (float4)(-INFINITY), m1 = (float4)(-INFINITY);
+        for (; q + 3 * T < end; q += 4 * T) {
+          const float4 x0 = ab[q], x1 = ab[q + T], x2 = ab[q + 2 * T], x3 = ab[q + 3 * T];
+          s0 += x0;
+          s1 += x1;
+          s0 += x2;
+          s1 += x3;
+          m0 = fp_maximum4(m0, x0);
+          m1 = fp_maximum4(m1, x1);
+          m0 = fp_maximum4(m0, x2);
+          m1 = fp_maximum4(m1, x3);
+        }
+        for (; q < end; q += T) {
+          const float4 x0 = ab[q];
+          s0 += x0;
+          m0 = fp_maximum4(m0, x0);
+        }
+        total += fp_hsum4(s0 + s1);
+        top = fp_maximum(top, fp_hmax4(fp_maximum4(m0, m1)));
+      }
     }
-    fp_group_sum_max(&total, &top, slots_sum, slots_max, partials_sum, partials_max);
-    if (lid == 0) {
+    fp_team_sum_max(&total, &top, tm, slots_sum, slots_max, partials_sum, partials_max);
+    if (active && tm.lane == 0) {
       sum[row] = total;
       amax[row] = top;
     }

@@ -2,41 +2,37 @@
  * contiguous row-major [M, N]. Semantics: kernels/kernels.def; the executable
  * specification is kernels/cpu/reduce.c (fp_device_common.h is prepended).
  *
- * ROWS geometry: a group of L work-items (a power of two in [32, 1024]) owns
- * rows g, g+G, ...; work-item t handles the elements t, t+L, t+2L, ... of the
- * row, so each load and store of the group is coalesced.
+ * ROWS geometry, in teams (common.cl): the group of L work-items splits into
+ * teams of T, one row per team; work-item `lane` of a team handles the row's
+ * float4 vectors lane, lane+T, ... (16-byte accesses, each of the team
+ * coalesced) and its head and tail scalar `lane` (fp_rowpart: rows whose
+ * start is not 16-byte aligned, N % 4 != 0).
  *
  * Two paths per kernel, chosen per launch (N and L are uniform):
- *  - cached: N <= L * FP_ROW_CACHE (FP_ROW_CACHE_SMALL for two kernels).
- *    Each work-item keeps its elements in registers (fully unrolled loops
+ *  - cached: a row of at most T * FP_ROW_VEC vectors. Each work-item keeps
+ *    its FP_ROW_VEC float4 (16 floats) in registers (fully unrolled loops
  *    with constant indices, so the arrays stay in registers), and the row is
  *    read from global memory once and written once, whatever the number of
- *    reductions. Measured on an H100: about 16 elements per work-item is the
- *    fastest geometry (softmax of 1000: 2850 GB/s with L = 64, 2260 with
- *    L = 128, 210 with L = 1024; a wide group on a short row idles and pays
- *    more for its reductions).
- *  - streaming: longer rows are re-read from global memory for each pass;
- *    softmax uses the online (running max, rescaled sum) form so that max and
- *    sum come from a single pass: read, read, write.
- * Streaming loops are unrolled by hand so that each work-item has four loads
- * in flight: a compiler may not move a load above a store to a buffer that
- * might alias it (out may be x), so a plain load-compute-store loop keeps a
- * single load in flight.
+ *    reductions. With the backend's planned geometry (opencl_backend.c,
+ *    plan_rows) every row of up to 1024 * 16 = 16384 floats takes this path
+ *    (T up to 1024), and shorter rows share a group (several teams).
+ *    Previously 16 scalars per work-item at the host's L (8 for layernorm
+ *    and softmax_backward, which therefore streamed for most N >= 1024).
+ *  - streaming: longer rows (T = L) are re-read from global memory for each
+ *    pass; softmax uses the online (running max, rescaled sum) form so that
+ *    max and sum come from a single pass: read, read, write.
+ * Streaming loops are unrolled by hand so that each work-item has four
+ * 16-byte loads in flight: a compiler may not move a load above a store to a
+ * buffer that might alias it (out may be x), so a plain load-compute-store
+ * loop keeps a single load in flight.
+ * Registers: the NVIDIA build caps a work-item at 64 registers (backend,
+ * FP_CL_NV_BUILD_OPTIONS). softmax_backward keeps two rows (32 floats) and
+ * layernorm one plus the w and b vectors of the output step; expected to fit
+ * (no per-slot address stays live: each row is walked with one pointer), not
+ * checked with -cl-nv-verbose. FUSEPORT_OPENCL_BUILD_OPTIONS=-DFP_ROW_VEC=2
+ * halves the cache (the backend still plans for 4: rows between 8192 and
+ * 16384 then stream, still correct).
  */
-
-
-/* Row elements each work-item keeps on chip in the cached path. Overridable
- * at build time (-DFP_ROW_CACHE=n) for tuning. */
-#ifndef FP_ROW_CACHE
-#define FP_ROW_CACHE 16
-#endif
-/* The same for the kernels that hold more than the row: softmax_backward
- * keeps grad_out and y, layernorm x and the w and b that the compiler keeps
- * in registers across rows. Measured on an H100 (NVIDIA OpenCL, 64-register
- * cap): with 16 layernorm spilled 176 bytes and ran at half the speed. */
-#ifndef FP_ROW_CACHE_SMALL
-#define FP_ROW_CACHE_SMALL 8
-#endif
 
 /* ---- online softmax statistics -----------------------------------------------------
  * (m, s): running maximum and sum of exp(x - m). The special values follow the
@@ -49,13 +45,29 @@
  *    two-pass form;
  *  - x = NaN fails x > m and adds exp(NaN) = NaN.
  * m itself is never NaN. */
-static void fp_online_add(float x, float *m, float *s) {
+static FP_INLINE void fp_online_add(float x, float *m, float *s) {
   if (x > *m) {
     *s = *s * exp(*m - x) + exp(x - x);
     *m = x;
   } else if (x != -INFINITY) {
     *s += exp(x - *m);
   }
+}
+
+/* Four values at once, with the same special values and one rescale at
+ * most: fmax ignores a NaN (m stays a number), every NaN then adds
+ * exp(NaN) = NaN; while m is -inf every value seen is -inf or NaN, and only
+ * a NaN changes s. */
+static FP_INLINE void fp_online_add4(float4 x, float *m, float *s) {
+  const float mx = fmax(fmax(x.x, x.y), fmax(x.z, x.w));
+  if (mx > *m) {
+    *s *= exp(*m - mx); /* m = -inf: s * 0; s stays NaN if it was */
+    *m = mx;
+  }
+  if (*m != -INFINITY)
+    *s += (exp(x.x - *m) + exp(x.y - *m)) + (exp(x.z - *m) + exp(x.w - *m));
+  else if (isnan(x.x) || isnan(x.y) || isnan(x.z) || isnan(x.w))
+    *s = NAN;
 }
 
 /* Merges the statistics (m2, s2) of another part of the row into (m, s). */
@@ -72,40 +84,64 @@ static void fp_online_merge(float *m, float *s, float m2, float s2) {
  * s * exp(m - mm); unchanged when m == mm (which covers -inf == -inf). */
 static float fp_online_rescale(float s, float m, float mm) { return m == mm ? s : s * exp(m - mm); }
 
+static FP_INLINE __global const float4 *fp_body(__global const float *xr, fp_rowpart p) {
+  return (__global const float4 *)(xr + p.head);
+}
+
+static FP_INLINE __global float4 *fp_body_out(__global float *yr, fp_rowpart p) {
+  return (__global float4 *)(yr + p.head);
+}
+
+/* The vector q of a row of w or b (not row-shifted): aligned when the row of
+ * x is (head 0), else an unaligned vload4. */
+static FP_INLINE float4 fp_load4(__global const float *base, long q, int aligned) {
+  return aligned ? ((__global const float4 *)base)[q] : vload4(q, base);
+}
+
 /* ---- streaming passes ----------------------------------------------------------------
- * A work-item visits its elements j = lid, lid+L, ... in chunks of FP_CHUNK:
- * inside a chunk four accumulators take every fourth element (four loads in
- * flight, short dependency chains); each chunk's result is then added to the
- * work-item's total. A long row with a small group would otherwise pile
- * thousands of terms onto one float accumulator, whose rounding error grows
- * with the count (measured on PoCL: 2.5e-5 relative on a double softmax of
- * 262144 with L = 32, 6e-7 blocked); blocking keeps it near the CPU's
- * pairwise sums. */
+ * A work-item visits its vectors q = lane, lane+T, ... in chunks of
+ * FP_CHUNK / 4 vectors: inside a chunk, float4 accumulators take the vectors
+ * four loads at a time; each chunk's result is then added to the work-item's
+ * total. A long row with a small group would otherwise pile thousands of
+ * terms onto one float accumulator, whose rounding error grows with the
+ * count (measured on PoCL: 2.5e-5 relative on a double softmax of 262144 with
+ * L = 32, 6e-7 blocked); blocking keeps it near the CPU's pairwise sums. The
+ * head and tail scalars go straight to the total. */
 
 /* Online statistics (m, s) of the work-item's share of softmax(x) when
  * `softmaxed` is 0; of y = exp(x - m1) * inv1 (double_softmax's first
  * softmax, recomputed) otherwise. */
-static void fp_online_row(__global const float *x, long N, long lid, long L, int softmaxed,
+static void fp_online_row(__global const float *xr, fp_rowpart p, fp_team tm, int softmaxed,
                           float m1, float inv1, float *m, float *s) {
-  long j = lid;
-  while (j < N) {
-    const long end = min(N, j + FP_CHUNK * L);
+  const long T = tm.size;
+  __global const float4 *body = fp_body(xr, p);
+  if (p.mine_head)
+    fp_online_add(softmaxed ? exp(xr[tm.lane] - m1) * inv1 : xr[tm.lane], m, s);
+  if (p.mine_tail) {
+    const float t = xr[p.tail0 + tm.lane];
+    fp_online_add(softmaxed ? exp(t - m1) * inv1 : t, m, s);
+  }
+  long q = tm.lane;
+  while (q < p.nvec) {
+    const long end = min(p.nvec, q + (FP_CHUNK / 4) * T);
     float cm = -INFINITY, cs = 0.0f;
-    for (; j + 3 * L < end; j += 4 * L) {
-      float a = x[j], b = x[j + L], c = x[j + 2 * L], d = x[j + 3 * L];
+    for (; q + 3 * T < end; q += 4 * T) {
+      float4 a = body[q], b = body[q + T], c = body[q + 2 * T], d = body[q + 3 * T];
       if (softmaxed) {
         a = exp(a - m1) * inv1;
         b = exp(b - m1) * inv1;
         c = exp(c - m1) * inv1;
         d = exp(d - m1) * inv1;
       }
-      fp_online_add(a, &cm, &cs);
-      fp_online_add(b, &cm, &cs);
-      fp_online_add(c, &cm, &cs);
-      fp_online_add(d, &cm, &cs);
+      fp_online_add4(a, &cm, &cs);
+      fp_online_add4(b, &cm, &cs);
+      fp_online_add4(c, &cm, &cs);
+      fp_online_add4(d, &cm, &cs);
     }
-    for (; j < end; j += L)
-      fp_online_add(softmaxed ? exp(x[j] - m1) * inv1 : x[j], &cm, &cs);
+    for (; q < end; q += T) {
+      const float4 a = body[q];
+      fp_online_add4(softmaxed ? exp(a - m1) * inv1 : a, &cm, &cs);
+    }
     fp_online_merge(m, s, cm, cs);
   }
 }
@@ -113,164 +149,209 @@ static void fp_online_row(__global const float *x, long N, long lid, long L, int
 /* The work-item's share of sum_j (x[j] * s1) * s2: norm_chain's running row
  * recomputed exactly as the CPU stores it; with s1 = s2 = 1 (exact products)
  * the plain sum. */
-static float fp_stream_sum(__global const float *x, float s1, float s2, long N, long lid, long L) {
+static float fp_stream_sum(__global const float *xr, fp_rowpart p, fp_team tm, float s1, float s2) {
+  const long T = tm.size;
+  __global const float4 *body = fp_body(xr, p);
   float total = 0.0f;
-  long j = lid;
-  while (j < N) {
-    const long end = min(N, j + FP_CHUNK * L);
-    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-    for (; j + 3 * L < end; j += 4 * L) {
-      a0 += (x[j] * s1) * s2;
-      a1 += (x[j + L] * s1) * s2;
-      a2 += (x[j + 2 * L] * s1) * s2;
-      a3 += (x[j + 3 * L] * s1) * s2;
+  if (p.mine_head)
+    total += (xr[tm.lane] * s1) * s2;
+  if (p.mine_tail)
+    total += (xr[p.tail0 + tm.lane] * s1) * s2;
+  long q = tm.lane;
+  while (q < p.nvec) {
+    const long end = min(p.nvec, q + (FP_CHUNK / 4) * T);
+    float4 a0 = (float4)(0.0f), a1 = (float4)(0.0f);
+    for (; q + 3 * T < end; q += 4 * T) {
+      const float4 v0 = body[q], v1 = body[q + T], v2 = body[q + 2 * T], v3 = body[q + 3 * T];
+      a0 += (v0 * s1) * s2;
+      a1 += (v1 * s1) * s2;
+      a0 += (v2 * s1) * s2;
+      a1 += (v3 * s1) * s2;
     }
-    for (; j < end; j += L)
-      a0 += (x[j] * s1) * s2;
-    total += (a0 + a1) + (a2 + a3);
+    for (; q < end; q += T)
+      a0 += (body[q] * s1) * s2;
+    total += fp_hsum4(a0 + a1);
   }
   return total;
 }
 
 /* The work-item's share of sum_j (x[j] - mean)^2. */
-static float fp_stream_centred_squares(__global const float *x, float mean, long N, long lid,
-                                       long L) {
+static float fp_stream_centred_squares(__global const float *xr, fp_rowpart p, fp_team tm,
+                                       float mean) {
+  const long T = tm.size;
+  __global const float4 *body = fp_body(xr, p);
   float total = 0.0f;
-  long j = lid;
-  while (j < N) {
-    const long end = min(N, j + FP_CHUNK * L);
-    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-    for (; j + 3 * L < end; j += 4 * L) {
-      const float d0 = x[j] - mean, d1 = x[j + L] - mean;
-      const float d2 = x[j + 2 * L] - mean, d3 = x[j + 3 * L] - mean;
+  if (p.mine_head) {
+    const float d = xr[tm.lane] - mean;
+    total += d * d;
+  }
+  if (p.mine_tail) {
+    const float d = xr[p.tail0 + tm.lane] - mean;
+    total += d * d;
+  }
+  long q = tm.lane;
+  while (q < p.nvec) {
+    const long end = min(p.nvec, q + (FP_CHUNK / 4) * T);
+    float4 a0 = (float4)(0.0f), a1 = (float4)(0.0f);
+    for (; q + 3 * T < end; q += 4 * T) {
+      const float4 d0 = body[q] - mean, d1 = body[q + T] - mean;
+      const float4 d2 = body[q + 2 * T] - mean, d3 = body[q + 3 * T] - mean;
       a0 += d0 * d0;
       a1 += d1 * d1;
-      a2 += d2 * d2;
-      a3 += d3 * d3;
+      a0 += d2 * d2;
+      a1 += d3 * d3;
     }
-    for (; j < end; j += L) {
-      const float d = x[j] - mean;
+    for (; q < end; q += T) {
+      const float4 d = body[q] - mean;
       a0 += d * d;
     }
-    total += (a0 + a1) + (a2 + a3);
+    total += fp_hsum4(a0 + a1);
   }
   return total;
 }
 
-/* The work-item's share of sum_j a[j] * b[j]. */
-static float fp_stream_dot(__global const float *a, __global const float *b, long N, long lid,
-                           long L) {
+/* The work-item's share of sum_j a[j] * b[j] (a and b rows of the same
+ * alignment: both at row * N). */
+static float fp_stream_dot(__global const float *ar, __global const float *br, fp_rowpart p,
+                           fp_team tm) {
+  const long T = tm.size;
+  __global const float4 *a4 = fp_body(ar, p), *b4 = fp_body(br, p);
   float total = 0.0f;
-  long j = lid;
-  while (j < N) {
-    const long end = min(N, j + FP_CHUNK * L);
-    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-    for (; j + 3 * L < end; j += 4 * L) {
-      a0 += a[j] * b[j];
-      a1 += a[j + L] * b[j + L];
-      a2 += a[j + 2 * L] * b[j + 2 * L];
-      a3 += a[j + 3 * L] * b[j + 3 * L];
+  if (p.mine_head)
+    total += ar[tm.lane] * br[tm.lane];
+  if (p.mine_tail)
+    total += ar[p.tail0 + tm.lane] * br[p.tail0 + tm.lane];
+  long q = tm.lane;
+  while (q < p.nvec) {
+    const long end = min(p.nvec, q + (FP_CHUNK / 4) * T);
+    float4 a0 = (float4)(0.0f), a1 = (float4)(0.0f);
+    for (; q + 3 * T < end; q += 4 * T) {
+      const float4 x0 = a4[q], x1 = a4[q + T], x2 = a4[q + 2 * T], x3 = a4[q + 3 * T];
+      const float4 y0 = b4[q], y1 = b4[q + T], y2 = b4[q + 2 * T], y3 = b4[q + 3 * T];
+      a0 += x0 * y0;
+      a1 += x1 * y1;
+      a0 += x2 * y2;
+      a1 += x3 * y3;
     }
-    for (; j < end; j += L)
-      a0 += a[j] * b[j];
-    total += (a0 + a1) + (a2 + a3);
+    for (; q < end; q += T)
+      a0 += a4[q] * b4[q];
+    total += fp_hsum4(a0 + a1);
   }
   return total;
 }
 
 /* ---- the register cache ----------------------------------------------------------------
- * v[k] holds element lid + k*L of the row for k < count, the work-item's
- * share (count is the same for every row, so it is computed once). Every
- * loop is unrolled over the constant FP_ROW_CACHE, so v[] stays in registers,
- * and leaves at k == count: a branch, uniform but for the group's last
- * elements, so that slots past the share cost no issue slots, as predicated
- * instructions would. The row is walked with one pointer, so that no
- * per-slot 64-bit index or address has to stay live (on NVIDIA, with the
- * 64-register cap that 1024-wide groups need, those spilled). */
+ * v[k] holds vector lane + k*T of the row for k < cnt, h and t the head and
+ * tail scalars of the work-item (valid when mine_head / mine_tail). Every
+ * loop is unrolled over the constant FP_ROW_VEC, so v[] stays in registers,
+ * and leaves at k == cnt: a branch, uniform but for the team's last
+ * vectors, so that slots past the share cost no issue slots. The row is
+ * walked with one pointer, so that no per-slot 64-bit address has to stay
+ * live. */
 
-typedef struct fp_share {
-  int lid, L; /* this work-item and the group size */
-  int count;  /* elements of a row this work-item holds (cached path) */
-} fp_share;
+typedef struct fp_rowcache {
+  float4 v[FP_ROW_VEC];
+  float h, t;
+} fp_rowcache;
 
-static fp_share fp_share_of(long N, int cache) {
-  fp_share sh;
-  sh.lid = (int)get_local_id(0);
-  sh.L = (int)get_local_size(0);
-  const long mine = N > sh.lid ? (N - sh.lid + sh.L - 1) / sh.L : 0;
-  sh.count = (int)min(mine, (long)cache);
-  return sh;
+static FP_INLINE void fp_rc_load(fp_rowcache *c, __global const float *xr, fp_rowpart p,
+                                 fp_team tm) {
+  __global const float4 *q = fp_body(xr, p) + tm.lane;
+#pragma unroll
+  for (int k = 0; k < FP_ROW_VEC; ++k, q += tm.size) {
+    if (k >= p.cnt)
+      continue;
+    c->v[k] = *q;
+  }
+  c->h = p.mine_head ? xr[tm.lane] : 0.0f;
+  c->t = p.mine_tail ? xr[p.tail0 + tm.lane] : 0.0f;
 }
 
-static void fp_cache_load(float *v, __global const float *x, fp_share sh) {
-  __global const float *p = x + sh.lid;
+static FP_INLINE void fp_rc_store(__global float *yr, const fp_rowcache *c, fp_rowpart p,
+                                  fp_team tm) {
+  __global float4 *q = fp_body_out(yr, p) + tm.lane;
 #pragma unroll
-  for (int k = 0; k < FP_ROW_CACHE; ++k, p += sh.L) {
-    if (k >= sh.count)
-      break;
-    v[k] = *p;
+  for (int k = 0; k < FP_ROW_VEC; ++k, q += tm.size) {
+    if (k >= p.cnt)
+      continue;
+    *q = c->v[k];
   }
+  if (p.mine_head)
+    yr[tm.lane] = c->h;
+  if (p.mine_tail)
+    yr[p.tail0 + tm.lane] = c->t;
 }
 
-static float fp_cache_sum(const float *v, fp_share sh) {
-  float acc = 0.0f;
+static FP_INLINE float fp_rc_sum(const fp_rowcache *c, fp_rowpart p) {
+  float4 acc = (float4)(0.0f);
 #pragma unroll
-  for (int k = 0; k < FP_ROW_CACHE; ++k) {
-    if (k >= sh.count)
-      break;
-    acc += v[k];
+  for (int k = 0; k < FP_ROW_VEC; ++k) {
+    if (k >= p.cnt)
+      continue;
+    acc += c->v[k];
   }
-  return acc;
+  float s = fp_hsum4(acc);
+  if (p.mine_head)
+    s += c->h;
+  if (p.mine_tail)
+    s += c->t;
+  return s;
 }
 
-static float fp_cache_max(const float *v, fp_share sh) {
-  float acc = -INFINITY;
+/* torch.amax of the work-item's share: NaN propagates. */
+static FP_INLINE float fp_rc_max(const fp_rowcache *c, fp_rowpart p) {
+  float4 acc = (float4)(-INFINITY);
 #pragma unroll
-  for (int k = 0; k < FP_ROW_CACHE; ++k) {
-    if (k >= sh.count)
-      break;
-    acc = fp_maximum(acc, v[k]);
+  for (int k = 0; k < FP_ROW_VEC; ++k) {
+    if (k >= p.cnt)
+      continue;
+    acc = fp_maximum4(acc, c->v[k]);
   }
-  return acc;
+  float m = fp_hmax4(acc);
+  if (p.mine_head)
+    m = fp_maximum(m, c->h);
+  if (p.mine_tail)
+    m = fp_maximum(m, c->t);
+  return m;
 }
 
 /* v = exp(v - m) */
-static void fp_cache_exp_shift(float *v, float m, fp_share sh) {
+static FP_INLINE void fp_rc_exp_shift(fp_rowcache *c, float m, fp_rowpart p) {
 #pragma unroll
-  for (int k = 0; k < FP_ROW_CACHE; ++k) {
-    if (k >= sh.count)
-      break;
-    v[k] = exp(v[k] - m);
+  for (int k = 0; k < FP_ROW_VEC; ++k) {
+    if (k >= p.cnt)
+      continue;
+    c->v[k] = exp(c->v[k] - m);
   }
+  c->h = exp(c->h - m);
+  c->t = exp(c->t - m);
 }
 
 /* v *= s */
-static void fp_cache_scale(float *v, float s, fp_share sh) {
+static FP_INLINE void fp_rc_scale(fp_rowcache *c, float s, fp_rowpart p) {
 #pragma unroll
-  for (int k = 0; k < FP_ROW_CACHE; ++k) {
-    if (k >= sh.count)
-      break;
-    v[k] *= s;
+  for (int k = 0; k < FP_ROW_VEC; ++k) {
+    if (k >= p.cnt)
+      continue;
+    c->v[k] *= s;
   }
-}
-
-static void fp_cache_store(__global float *y, const float *v, fp_share sh) {
-  __global float *p = y + sh.lid;
-#pragma unroll
-  for (int k = 0; k < FP_ROW_CACHE; ++k, p += sh.L) {
-    if (k >= sh.count)
-      break;
-    *p = v[k];
-  }
+  c->h *= s;
+  c->t *= s;
 }
 
 /* ---- the kernels ----------------------------------------------------------------------------
- * Every kernel has the same shape per row: the work-item's partial results
- * (cached or streaming branch, no barrier inside), a group reduction that
- * every work-item reaches unconditionally, then the output (cached or
- * streaming branch). Keeping barriers out of the uniform cached/streaming
- * branches is legal either way, but PoCL 3.1 miscompiles a barrier inside
- * such a branch (rows came out partly unwritten), and it saves barriers. */
+ * Every kernel has the same shape: each group walks blocks of tm.count rows
+ * (group g takes blocks g, g+G, ...; team i of a block its row i); per row,
+ * the work-item's partial results (cached or streaming branch, no barrier
+ * inside), a team reduction that every work-item of the group reaches
+ * unconditionally (the block loop's condition is uniform; work-items of a
+ * team past the last row, or past the last team, are idle: they load and
+ * store nothing), then the output (cached or streaming branch). Keeping
+ * barriers out of the uniform cached/streaming branches is legal either way,
+ * but PoCL 3.1 miscompiles a barrier inside such a branch (rows came out
+ * partly unwritten), and it saves barriers.
+ * Idle work-items point at row 0 (never dereferenced), so that no pointer
+ * past the buffer is formed from a row index past M. */
 
 /* ---- softmax_fused ------------------------------------------------------------------------ */
 
@@ -280,43 +361,52 @@ static void fp_cache_store(__global float *y, const float *v, fp_share sh) {
  * (one exp per work-item), and a sum-reduction follows. Two cheap reductions
  * rather than one over (max, sum) pairs, whose merges cost two exp each. */
 __kernel void softmax_fused(__global float *out, __global const float *x, long M, long N) {
-  __local float slots[FP_MAX_GROUP], partials[FP_PARTIALS];
-  const long lid = (long)get_local_id(0), L = (long)get_local_size(0);
-  const int cached = N <= L * FP_ROW_CACHE;
-  const fp_share sh = fp_share_of(N, FP_ROW_CACHE);
-  for (long row = (long)get_group_id(0); row < M; row += (long)get_num_groups(0)) {
-    __global const float *xr = x + row * N;
-    __global float *yr = out + row * N;
-    float v[FP_ROW_CACHE];
+  __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];
+  const fp_team tm = fp_team_of(N);
+  const int cached = fp_row_cached(N, tm);
+  const long T = tm.size;
+  for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
+    const long row = rb * tm.count + tm.index;
+    const int active = tm.index < tm.count && row < M;
+    const fp_rowpart p = fp_rowpart_of(row, N, tm, active);
+    __global const float *xr = x + (active ? row : 0) * N;
+    __global float *yr = out + (active ? row : 0) * N;
+    fp_rowcache c;
     float m = -INFINITY, s = 0.0f;
     if (cached) {
-      fp_cache_load(v, xr, sh);
-      m = fp_cache_max(v, sh);
-    } else {
-      fp_online_row(xr, N, lid, L, 0, 0.0f, 1.0f, &m, &s);
+      fp_rc_load(&c, xr, p, tm);
+      m = fp_rc_max(&c, p);
+    } else if (active) {
+      fp_online_row(xr, p, tm, 0, 0.0f, 1.0f, &m, &s);
     }
-    const float row_max = fp_group_max(m, slots, partials);
+    const float row_max = fp_team_max(m, tm, slots, partials);
     if (cached) {
-      fp_cache_exp_shift(v, row_max, sh);
-      s = fp_cache_sum(v, sh);
+      fp_rc_exp_shift(&c, row_max, p);
+      s = fp_rc_sum(&c, p);
     } else {
       s = fp_online_rescale(s, m, row_max);
     }
-    const float inv = 1.0f / fp_group_sum(s, slots, partials);
+    const float inv = 1.0f / fp_team_sum(s, tm, slots, partials);
     if (cached) {
-      fp_cache_scale(v, inv, sh);
-      fp_cache_store(yr, v, sh);
-    } else {
-      long j = lid;
-      for (; j + 3 * L < N; j += 4 * L) {
-        const float a = xr[j], b = xr[j + L], c = xr[j + 2 * L], d = xr[j + 3 * L];
-        yr[j] = exp(a - row_max) * inv;
-        yr[j + L] = exp(b - row_max) * inv;
-        yr[j + 2 * L] = exp(c - row_max) * inv;
-        yr[j + 3 * L] = exp(d - row_max) * inv;
+      fp_rc_scale(&c, inv, p);
+      fp_rc_store(yr, &c, p, tm);
+    } else if (active) {
+      __global const float4 *xb = fp_body(xr, p);
+      __global float4 *yb = fp_body_out(yr, p);
+      if (p.mine_head)
+        yr[tm.lane] = exp(xr[tm.lane] - row_max) * inv;
+      if (p.mine_tail)
+        yr[p.tail0 + tm.lane] = exp(xr[p.tail0 + tm.lane] - row_max) * inv;
+      long q = tm.lane;
+      for (; q + 3 * T < p.nvec; q += 4 * T) {
+        const float4 a = xb[q], b = xb[q + T], c4 = xb[q + 2 * T], d = xb[q + 3 * T];
+        yb[q] = exp(a - row_max) * inv;
+        yb[q + T] = exp(b - row_max) * inv;
+        yb[q + 2 * T] = exp(c4 - row_max) * inv;
+        yb[q + 3 * T] = exp(d - row_max) * inv;
       }
-      for (; j < N; j += L)
-        yr[j] = exp(xr[j] - row_max) * inv;
+      for (; q < p.nvec; q += T)
+        yb[q] = exp(xb[q] - row_max) * inv;
     }
   }
 }
@@ -327,58 +417,67 @@ __kernel void softmax_fused(__global float *out, __global const float *x, long M
  * gives the statistics of x, pass 2 those of y = softmax(x) recomputed on the
  * fly, pass 3 writes softmax(y): three reads, one write. */
 __kernel void double_softmax_fused(__global float *out, __global const float *x, long M, long N) {
-  __local float slots[FP_MAX_GROUP], partials[FP_PARTIALS];
-  const long lid = (long)get_local_id(0), L = (long)get_local_size(0);
-  const int cached = N <= L * FP_ROW_CACHE;
-  const fp_share sh = fp_share_of(N, FP_ROW_CACHE);
-  for (long row = (long)get_group_id(0); row < M; row += (long)get_num_groups(0)) {
-    __global const float *xr = x + row * N;
-    __global float *yr = out + row * N;
-    float v[FP_ROW_CACHE];
+  __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];
+  const fp_team tm = fp_team_of(N);
+  const int cached = fp_row_cached(N, tm);
+  const long T = tm.size;
+  for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
+    const long row = rb * tm.count + tm.index;
+    const int active = tm.index < tm.count && row < M;
+    const fp_rowpart p = fp_rowpart_of(row, N, tm, active);
+    __global const float *xr = x + (active ? row : 0) * N;
+    __global float *yr = out + (active ? row : 0) * N;
+    fp_rowcache c;
     float m1 = -INFINITY, s1 = 0.0f;
     if (cached) {
-      fp_cache_load(v, xr, sh);
-      m1 = fp_cache_max(v, sh);
-    } else {
-      fp_online_row(xr, N, lid, L, 0, 0.0f, 1.0f, &m1, &s1);
+      fp_rc_load(&c, xr, p, tm);
+      m1 = fp_rc_max(&c, p);
+    } else if (active) {
+      fp_online_row(xr, p, tm, 0, 0.0f, 1.0f, &m1, &s1);
     }
-    const float max1 = fp_group_max(m1, slots, partials);
+    const float max1 = fp_team_max(m1, tm, slots, partials);
     if (cached) {
-      fp_cache_exp_shift(v, max1, sh);
-      s1 = fp_cache_sum(v, sh);
+      fp_rc_exp_shift(&c, max1, p);
+      s1 = fp_rc_sum(&c, p);
     } else {
       s1 = fp_online_rescale(s1, m1, max1);
     }
-    const float inv1 = 1.0f / fp_group_sum(s1, slots, partials);
+    const float inv1 = 1.0f / fp_team_sum(s1, tm, slots, partials);
     float m2 = -INFINITY, s2 = 0.0f;
     if (cached) {
-      fp_cache_scale(v, inv1, sh);
-      m2 = fp_cache_max(v, sh);
-    } else {
-      fp_online_row(xr, N, lid, L, 1, max1, inv1, &m2, &s2);
+      fp_rc_scale(&c, inv1, p);
+      m2 = fp_rc_max(&c, p);
+    } else if (active) {
+      fp_online_row(xr, p, tm, 1, max1, inv1, &m2, &s2);
     }
-    const float max2 = fp_group_max(m2, slots, partials);
+    const float max2 = fp_team_max(m2, tm, slots, partials);
     if (cached) {
-      fp_cache_exp_shift(v, max2, sh);
-      s2 = fp_cache_sum(v, sh);
+      fp_rc_exp_shift(&c, max2, p);
+      s2 = fp_rc_sum(&c, p);
     } else {
       s2 = fp_online_rescale(s2, m2, max2);
     }
-    const float inv2 = 1.0f / fp_group_sum(s2, slots, partials);
+    const float inv2 = 1.0f / fp_team_sum(s2, tm, slots, partials);
     if (cached) {
-      fp_cache_scale(v, inv2, sh);
-      fp_cache_store(yr, v, sh);
-    } else {
-      long j = lid;
-      for (; j + 3 * L < N; j += 4 * L) {
-        const float a = xr[j], b = xr[j + L], c = xr[j + 2 * L], d = xr[j + 3 * L];
-        yr[j] = exp(exp(a - max1) * inv1 - max2) * inv2;
-        yr[j + L] = exp(exp(b - max1) * inv1 - max2) * inv2;
-        yr[j + 2 * L] = exp(exp(c - max1) * inv1 - max2) * inv2;
-        yr[j + 3 * L] = exp(exp(d - max1) * inv1 - max2) * inv2;
+      fp_rc_scale(&c, inv2, p);
+      fp_rc_store(yr, &c, p, tm);
+    } else if (active) {
+      __global const float4 *xb = fp_body(xr, p);
+      __global float4 *yb = fp_body_out(yr, p);
+      if (p.mine_head)
+        yr[tm.lane] = exp(exp(xr[tm.lane] - max1) * inv1 - max2) * inv2;
+      if (p.mine_tail)
+        yr[p.tail0 + tm.lane] = exp(exp(xr[p.tail0 + tm.lane] - max1) * inv1 - max2) * inv2;
+      long q = tm.lane;
+      for (; q + 3 * T < p.nvec; q += 4 * T) {
+        const float4 a = xb[q], b = xb[q + T], c4 = xb[q + 2 * T], d = xb[q + 3 * T];
+        yb[q] = exp(exp(a - max1) * inv1 - max2) * inv2;
+        yb[q + T] = exp(exp(b - max1) * inv1 - max2) * inv2;
+        yb[q + 2 * T] = exp(exp(c4 - max1) * inv1 - max2) * inv2;
+        yb[q + 3 * T] = exp(exp(d - max1) * inv1 - max2) * inv2;
       }
-      for (; j < N; j += L)
-        yr[j] = exp(exp(xr[j] - max1) * inv1 - max2) * inv2;
+      for (; q < p.nvec; q += T)
+        yb[q] = exp(exp(xb[q] - max1) * inv1 - max2) * inv2;
     }
   }
 }
@@ -386,58 +485,71 @@ __kernel void double_softmax_fused(__global float *out, __global const float *x,
 /* ---- softmax_backward_fused ---------------------------------------------------------------- */
 
 /* grad_in = y * (grad_out - sum_j grad_out*y). The cached path keeps both
- * rows in registers, FP_ROW_CACHE_SMALL elements of each per work-item. */
+ * rows in registers, FP_ROW_VEC vectors of each per work-item. */
 __kernel void softmax_backward_fused(__global float *grad_in, __global const float *grad_out,
                                      __global const float *y, long M, long N) {
-  __local float slots[FP_MAX_GROUP], partials[FP_PARTIALS];
-  const long lid = (long)get_local_id(0), L = (long)get_local_size(0);
-  const int cached = N <= L * FP_ROW_CACHE_SMALL;
-  const fp_share sh = fp_share_of(N, FP_ROW_CACHE_SMALL);
-  for (long row = (long)get_group_id(0); row < M; row += (long)get_num_groups(0)) {
-    __global const float *gr = grad_out + row * N;
-    __global const float *yr = y + row * N;
-    __global float *dr = grad_in + row * N;
-    float g[FP_ROW_CACHE_SMALL], yv[FP_ROW_CACHE_SMALL];
+  __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];
+  const fp_team tm = fp_team_of(N);
+  const int cached = fp_row_cached(N, tm);
+  const long T = tm.size;
+  for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
+    const long row = rb * tm.count + tm.index;
+    const int active = tm.index < tm.count && row < M;
+    const fp_rowpart p = fp_rowpart_of(row, N, tm, active);
+    const long off = (active ? row : 0) * N;
+    __global const float *gr = grad_out + off, *yr = y + off;
+    __global float *dr = grad_in + off;
+    fp_rowcache g, yv;
     float part = 0.0f;
     if (cached) {
-      __global const float *pg = gr + sh.lid, *py = yr + sh.lid;
+      fp_rc_load(&g, gr, p, tm);
+      fp_rc_load(&yv, yr, p, tm);
+      float4 acc = (float4)(0.0f);
 #pragma unroll
-      for (int k = 0; k < FP_ROW_CACHE_SMALL; ++k, pg += sh.L, py += sh.L) {
-        if (k >= sh.count)
-          break;
-        g[k] = *pg;
-        yv[k] = *py;
+      for (int k = 0; k < FP_ROW_VEC; ++k) {
+        if (k >= p.cnt)
+          continue;
+        acc += g.v[k] * yv.v[k];
       }
-#pragma unroll
-      for (int k = 0; k < FP_ROW_CACHE_SMALL; ++k) {
-        if (k >= sh.count)
-          break;
-        part += g[k] * yv[k];
-      }
-    } else {
-      part = fp_stream_dot(gr, yr, N, lid, L);
+      part = fp_hsum4(acc);
+      if (p.mine_head)
+        part += g.h * yv.h;
+      if (p.mine_tail)
+        part += g.t * yv.t;
+    } else if (active) {
+      part = fp_stream_dot(gr, yr, p, tm);
     }
-    const float dot = fp_group_sum(part, slots, partials);
+    const float dot = fp_team_sum(part, tm, slots, partials);
     if (cached) {
-      __global float *pd = dr + sh.lid;
+      __global float4 *pd = fp_body_out(dr, p) + tm.lane;
 #pragma unroll
-      for (int k = 0; k < FP_ROW_CACHE_SMALL; ++k, pd += sh.L) {
-        if (k >= sh.count)
-          break;
-        *pd = yv[k] * (g[k] - dot);
+      for (int k = 0; k < FP_ROW_VEC; ++k, pd += tm.size) {
+        if (k >= p.cnt)
+          continue;
+        *pd = yv.v[k] * (g.v[k] - dot);
       }
-    } else {
-      long j = lid;
-      for (; j + 3 * L < N; j += 4 * L) {
-        const float g0 = gr[j], g1 = gr[j + L], g2 = gr[j + 2 * L], g3 = gr[j + 3 * L];
-        const float y0 = yr[j], y1 = yr[j + L], y2 = yr[j + 2 * L], y3 = yr[j + 3 * L];
-        dr[j] = y0 * (g0 - dot);
-        dr[j + L] = y1 * (g1 - dot);
-        dr[j + 2 * L] = y2 * (g2 - dot);
-        dr[j + 3 * L] = y3 * (g3 - dot);
+      if (p.mine_head)
+        dr[tm.lane] = yv.h * (g.h - dot);
+      if (p.mine_tail)
+        dr[p.tail0 + tm.lane] = yv.t * (g.t - dot);
+    } else if (active) {
+      __global const float4 *gb = fp_body(gr, p), *yb = fp_body(yr, p);
+      __global float4 *db = fp_body_out(dr, p);
+      if (p.mine_head)
+        dr[tm.lane] = yr[tm.lane] * (gr[tm.lane] - dot);
+      if (p.mine_tail)
+        dr[p.tail0 + tm.lane] = yr[p.tail0 + tm.lane] * (gr[p.tail0 + tm.lane] - dot);
+      long q = tm.lane;
+      for (; q + 3 * T < p.nvec; q += 4 * T) {
+        const float4 g0 = gb[q], g1 = gb[q + T], g2 = gb[q + 2 * T], g3 = gb[q + 3 * T];
+        const float4 y0 = yb[q], y1 = yb[q + T], y2 = yb[q + 2 * T], y3 = yb[q + 3 * T];
+        db[q] = y0 * (g0 - dot);
+        db[q + T] = y1 * (g1 - dot);
+        db[q + 2 * T] = y2 * (g2 - dot);
+        db[q + 3 * T] = y3 * (g3 - dot);
       }
-      for (; j < N; j += L)
-        dr[j] = yr[j] * (gr[j] - dot);
+      for (; q < p.nvec; q += T)
+        db[q] = yb[q] * (gb[q] - dot);
     }
   }
 }
@@ -446,69 +558,91 @@ __kernel void softmax_backward_fused(__global float *grad_in, __global const flo
 
 /* mean = sum/N; var = sum((x - mean)^2)/N (biased, two-pass: the centred sum
  * does not cancel as E[x^2] - mean^2 would); rstd = 1/sqrt(var + eps);
- * out = (x - mean) * rstd * w + b. Cached: FP_ROW_CACHE_SMALL elements per
- * work-item; streaming: three reads of x. */
+ * out = (x - mean) * rstd * w + b. Cached: FP_ROW_VEC vectors per
+ * work-item, w and b read at the output step (they stay in L1/L2 across
+ * rows); streaming: three reads of x. */
 __kernel void layernorm_fused(__global float *out, __global float *mean_out,
                               __global float *rstd_out, __global const float *x,
                               __global const float *w, __global const float *b, long M, long N,
                               float eps) {
-  __local float slots[FP_MAX_GROUP], partials[FP_PARTIALS];
-  const long lid = (long)get_local_id(0), L = (long)get_local_size(0);
-  const int cached = N <= L * FP_ROW_CACHE_SMALL;
-  const fp_share sh = fp_share_of(N, FP_ROW_CACHE_SMALL);
-  for (long row = (long)get_group_id(0); row < M; row += (long)get_num_groups(0)) {
-    __global const float *xr = x + row * N;
-    __global float *yr = out + row * N;
-    float v[FP_ROW_CACHE_SMALL];
+  __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];
+  const fp_team tm = fp_team_of(N);
+  const int cached = fp_row_cached(N, tm);
+  const long T = tm.size;
+  for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
+    const long row = rb * tm.count + tm.index;
+    const int active = tm.index < tm.count && row < M;
+    const fp_rowpart p = fp_rowpart_of(row, N, tm, active);
+    __global const float *xr = x + (active ? row : 0) * N;
+    __global float *yr = out + (active ? row : 0) * N;
+    /* w and b from element head on: aligned vectors when head is 0 */
+    __global const float *wh = w + p.head, *bh = b + p.head;
+    const int waligned = p.head == 0;
+    fp_rowcache c;
     float part = 0.0f;
     if (cached) {
-      __global const float *px = xr + sh.lid;
-#pragma unroll
-      for (int k = 0; k < FP_ROW_CACHE_SMALL; ++k, px += sh.L) {
-        if (k >= sh.count)
-          break;
-        v[k] = *px;
-        part += v[k];
-      }
-    } else {
-      part = fp_stream_sum(xr, 1.0f, 1.0f, N, lid, L);
+      fp_rc_load(&c, xr, p, tm);
+      part = fp_rc_sum(&c, p);
+    } else if (active) {
+      part = fp_stream_sum(xr, p, tm, 1.0f, 1.0f);
     }
-    const float mean = fp_group_sum(part, slots, partials) / (float)N;
+    const float mean = fp_team_sum(part, tm, slots, partials) / (float)N;
     float sq = 0.0f;
     if (cached) {
+      float4 acc = (float4)(0.0f);
 #pragma unroll
-      for (int k = 0; k < FP_ROW_CACHE_SMALL; ++k) {
-        if (k >= sh.count)
-          break;
-        v[k] -= mean;
-        sq += v[k] * v[k];
+      for (int k = 0; k < FP_ROW_VEC; ++k) {
+        if (k >= p.cnt)
+          continue;
+        c.v[k] -= mean;
+        acc += c.v[k] * c.v[k];
       }
-    } else {
-      sq = fp_stream_centred_squares(xr, mean, N, lid, L);
+      c.h -= mean;
+      c.t -= mean;
+      sq = fp_hsum4(acc);
+      if (p.mine_head)
+        sq += c.h * c.h;
+      if (p.mine_tail)
+        sq += c.t * c.t;
+    } else if (active) {
+      sq = fp_stream_centred_squares(xr, p, tm, mean);
     }
-    const float var = fp_group_sum(sq, slots, partials) / (float)N;
+    const float var = fp_team_sum(sq, tm, slots, partials) / (float)N;
     const float rstd = 1.0f / sqrt(var + eps);
     if (cached) {
-      __global float *py = yr + sh.lid;
-      __global const float *pw = w + sh.lid, *pb = b + sh.lid;
+      __global float4 *py = fp_body_out(yr, p) + tm.lane;
+      long q = tm.lane;
 #pragma unroll
-      for (int k = 0; k < FP_ROW_CACHE_SMALL; ++k, py += sh.L, pw += sh.L, pb += sh.L) {
-        if (k >= sh.count)
-          break;
-        *py = v[k] * rstd * *pw + *pb;
+      for (int k = 0; k < FP_ROW_VEC; ++k, py += tm.size, q += T) {
+        if (k >= p.cnt)
+          continue;
+        *py = c.v[k] * rstd * fp_load4(wh, q, waligned) + fp_load4(bh, q, waligned);
       }
-    } else {
-      long j = lid;
-      for (; j + L < N; j += 2 * L) {
-        const float x0 = xr[j], x1 = xr[j + L];
-        const float w0 = w[j], w1 = w[j + L], b0 = b[j], b1 = b[j + L];
-        yr[j] = (x0 - mean) * rstd * w0 + b0;
-        yr[j + L] = (x1 - mean) * rstd * w1 + b1;
-      }
-      for (; j < N; j += L)
+      if (p.mine_head)
+        yr[tm.lane] = c.h * rstd * w[tm.lane] + b[tm.lane];
+      if (p.mine_tail)
+        yr[p.tail0 + tm.lane] = c.t * rstd * w[p.tail0 + tm.lane] + b[p.tail0 + tm.lane];
+    } else if (active) {
+      __global const float4 *xb = fp_body(xr, p);
+      __global float4 *yb = fp_body_out(yr, p);
+      if (p.mine_head)
+        yr[tm.lane] = (xr[tm.lane] - mean) * rstd * w[tm.lane] + b[tm.lane];
+      if (p.mine_tail) {
+        const long j = p.tail0 + tm.lane;
         yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
+      }
+      long q = tm.lane;
+      for (; q + T < p.nvec; q += 2 * T) {
+        const float4 x0 = xb[q], x1 = xb[q + T];
+        const float4 w0 = fp_load4(wh, q, waligned), w1 = fp_load4(wh, q + T, waligned);
+        const float4 b0 = fp_load4(bh, q, waligned), b1 = fp_load4(bh, q + T, waligned);
+        yb[q] = (x0 - mean) * rstd * w0 + b0;
+        yb[q + T] = (x1 - mean) * rstd * w1 + b1;
+      }
+      for (; q < p.nvec; q += T)
+        yb[q] = (xb[q] - mean) * rstd * fp_load4(wh, q, waligned) + fp_load4(bh, q, waligned);
     }
-    if (lid == 0) {
+    if (active && tm.lane == 0) {
       mean_out[row] = mean;
       rstd_out[row] = rstd;
     }
@@ -521,42 +655,51 @@ __kernel void layernorm_fused(__global float *out, __global float *mean_out,
  * recomputed from x, never stored: four reads and one write instead of three
  * reads and three writes. */
 __kernel void norm_chain_fused(__global float *out, __global const float *x, long M, long N) {
-  __local float slots[FP_MAX_GROUP], partials[FP_PARTIALS];
-  const long lid = (long)get_local_id(0), L = (long)get_local_size(0);
-  const int cached = N <= L * FP_ROW_CACHE;
-  const fp_share sh = fp_share_of(N, FP_ROW_CACHE);
-  for (long row = (long)get_group_id(0); row < M; row += (long)get_num_groups(0)) {
-    __global const float *xr = x + row * N;
-    __global float *yr = out + row * N;
-    float v[FP_ROW_CACHE];
+  __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];
+  const fp_team tm = fp_team_of(N);
+  const int cached = fp_row_cached(N, tm);
+  const long T = tm.size;
+  for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
+    const long row = rb * tm.count + tm.index;
+    const int active = tm.index < tm.count && row < M;
+    const fp_rowpart p = fp_rowpart_of(row, N, tm, active);
+    __global const float *xr = x + (active ? row : 0) * N;
+    __global float *yr = out + (active ? row : 0) * N;
+    fp_rowcache c;
     float s[3];
     if (cached)
-      fp_cache_load(v, xr, sh);
+      fp_rc_load(&c, xr, p, tm);
 #pragma unroll
     for (int step = 0; step < 3; ++step) { /* unrolled: s[] keeps constant indices */
-      float part;
+      float part = 0.0f;
       if (cached)
-        part = fp_cache_sum(v, sh);
-      else /* s = 1 reproduces the row of the previous step exactly */
-        part = fp_stream_sum(xr, step > 0 ? s[0] : 1.0f, step > 1 ? s[1] : 1.0f, N, lid, L);
-      s[step] = fp_group_sum(part, slots, partials);
+        part = fp_rc_sum(&c, p);
+      else if (active) /* s = 1 reproduces the row of the previous step exactly */
+        part = fp_stream_sum(xr, p, tm, step > 0 ? s[0] : 1.0f, step > 1 ? s[1] : 1.0f);
+      s[step] = fp_team_sum(part, tm, slots, partials);
       if (cached)
-        fp_cache_scale(v, s[step], sh);
+        fp_rc_scale(&c, s[step], p);
     }
     if (cached) {
-      fp_cache_store(yr, v, sh);
-    } else {
+      fp_rc_store(yr, &c, p, tm);
+    } else if (active) {
       const float s1 = s[0], s2 = s[1], s3 = s[2];
-      long j = lid;
-      for (; j + 3 * L < N; j += 4 * L) {
-        const float a = xr[j], b = xr[j + L], c = xr[j + 2 * L], d = xr[j + 3 * L];
-        yr[j] = ((a * s1) * s2) * s3;
-        yr[j + L] = ((b * s1) * s2) * s3;
-        yr[j + 2 * L] = ((c * s1) * s2) * s3;
-        yr[j + 3 * L] = ((d * s1) * s2) * s3;
+      __global const float4 *xb = fp_body(xr, p);
+      __global float4 *yb = fp_body_out(yr, p);
+      if (p.mine_head)
+        yr[tm.lane] = ((xr[tm.lane] * s1) * s2) * s3;
+      if (p.mine_tail)
+        yr[p.tail0 + tm.lane] = ((xr[p.tail0 + tm.lane] * s1) * s2) * s3;
+      long q = tm.lane;
+      for (; q + 3 * T < p.nvec; q += 4 * T) {
+        const float4 a = xb[q], b = xb[q + T], c4 = xb[q + 2 * T], d = xb[q + 3 * T];
+        yb[q] = ((a * s1) * s2) * s3;
+        yb[q + T] = ((b * s1) * s2) * s3;
+        yb[q + 2 * T] = ((c4 * s1) * s2) * s3;
+        yb[q + 3 * T] = ((d * s1) * s2) * s3;
       }
-      for (; j < N; j += L)
-        yr[j] = ((xr[j] * s1) * s2) * s3;
+      for (; q < p.nvec; q += T)
+        yb[q] = ((xb[q] * s1) * s2) * s3;
     }
   }
 }
