@@ -4,12 +4,16 @@
 #
 #   bash bench/gpu_session.sh STAGE... 
 #
-# Stages: tests check sanitize rows bench-cuda bench-opencl torch
+# Stages: tests check sanitize rows clrows bench-cuda bench-opencl torch
 #   rows: the warp and cluster builds of the CUDA row kernels
 #         (FUSEPORT_CUDA_ROW_BUILDS=tuned): tests, check and both sanitizers
 #         on them, then the row ops timed with the block policy and with the
 #         tuned one, alternately, in this call (rows_block.json,
 #         rows_tuned.json, rows_compare.txt).
+#   clrows: the OpenCL row kernels and their planned geometry on NVIDIA's
+#         OpenCL: build log with registers and spills, tests, and the row ops
+#         timed against the previous kernels and CUDA (cl_*.json,
+#         cl_compare.txt).
 # Environment: OUT (where results go; the device tool sets it), DEADLINE
 # (seconds this call may use, default 570), FP (a fuseport binary; default
 # .gpu/bin/fuseport, built here on this machine's image, else a fresh build),
@@ -121,6 +125,47 @@ stage_rows() {
   done
   "$FP" compare "$OUT/rows_block.json" "$OUT/rows_tuned.json" >"$OUT/rows_compare.txt"
   grep -E "^==|geometric" "$OUT/rows_compare.txt"
+}
+
+# The OpenCL row kernels in teams with the planned geometry (and the float4
+# bias_dropout_add path): NVIDIA's register and spill report, the tests with
+# the planned and the host geometry, then the row ops and bias_dropout_add
+# timed on NVIDIA OpenCL: the previous kernels ($BIN/fuseport-base, built from
+# aca3eee, if carried), these, these with the host geometry, and CUDA.
+stage_clrows() {
+  local ops=$ROW_OPS,bias_dropout_add
+  log "NVIDIA OpenCL build log (-cl-nv-verbose): registers and spills"
+  rm -f "$OUT/cl-build.log"
+  FUSEPORT_OPENCL_BUILD_LOG="$OUT/cl-build.log" FUSEPORT_OPENCL_BUILD_OPTIONS=-cl-nv-verbose \
+    "$FP" check --backend opencl --platform NVIDIA --quiet --op $ops --shapes 3x1000 | tail -1
+  grep -iE "^== |spill|registers" "$OUT/cl-build.log" | grep -v " 0 bytes spill" | head -40
+  log "tests on NVIDIA OpenCL: planned geometry, then host geometry with a 1-vector cache"
+  FUSEPORT_OPENCL_PLATFORM=NVIDIA timeout 200 "$BIN/test_ops" opencl >"$OUT/cl-planned.log" 2>&1
+  echo "planned: exit $? ($(grep -c '\[  FAILED  \]' "$OUT/cl-planned.log") failed lines)"
+  FUSEPORT_OPENCL_PLATFORM=NVIDIA FUSEPORT_OPENCL_HOST_GEOMETRY=1 \
+    FUSEPORT_OPENCL_BUILD_OPTIONS=-DFP_ROW_VEC=1 timeout 200 "$BIN/test_ops" opencl \
+    >"$OUT/cl-streaming.log" 2>&1
+  echo "streaming: exit $? ($(grep -c '\[  FAILED  \]' "$OUT/cl-streaming.log") failed lines)"
+  log "row ops on NVIDIA OpenCL: previous kernels, planned, host geometry; CUDA"
+  local b=(bench --op $ops --variants fused --shapes $ROW_SHAPES --rep-ms 10 --quiet)
+  if [ -x "$BIN/fuseport-base" ]; then
+    timeout 150 "$BIN/fuseport-base" "${b[@]}" --backend opencl --platform NVIDIA \
+      --out "$OUT/cl_base.json"
+    echo "base: exit $?"
+  fi
+  timeout 150 "$FP" "${b[@]}" --backend opencl --platform NVIDIA --out "$OUT/cl_planned.json"
+  echo "planned: exit $?"
+  FUSEPORT_OPENCL_HOST_GEOMETRY=1 timeout 150 "$FP" "${b[@]}" --backend opencl \
+    --platform NVIDIA --out "$OUT/cl_hostgeo.json"
+  echo "host geometry: exit $?"
+  timeout 120 "$FP" "${b[@]}" --backend cuda --out "$OUT/cl_cuda.json"
+  echo "cuda: exit $?"
+  {
+    [ -f "$OUT/cl_base.json" ] && "$FP" compare "$OUT/cl_base.json" "$OUT/cl_planned.json"
+    "$FP" compare "$OUT/cl_hostgeo.json" "$OUT/cl_planned.json"
+    "$FP" compare "$OUT/cl_planned.json" "$OUT/cl_cuda.json"
+  } >"$OUT/cl_compare.txt" 2>&1
+  grep -E "^==|geometric" "$OUT/cl_compare.txt"
 }
 
 stage_bench-cuda() { sweep cuda cuda.json; }
