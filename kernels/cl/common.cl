@@ -165,6 +165,17 @@ static FP_INLINE fp_team fp_team_of(long N) {
   return tm;
 }
 
+/* The row of the work-item's team in the group's block rb of tm.count rows,
+ * and whether it has one (its team is whole and the row exists). An idle
+ * work-item gets row 0, so that the row pointers it forms (never
+ * dereferenced) stay inside the buffers. */
+static FP_INLINE int fp_team_row(long rb, long M, fp_team tm, long *row) {
+  const long r = rb * tm.count + tm.index;
+  const int active = tm.index < tm.count && r < M;
+  *row = active ? r : 0;
+  return active;
+}
+
 /* Whether a row of N fits the team's registers: at most FP_ROW_VEC vectors
  * per work-item (the head and tail scalars come on top). Uniform. */
 static FP_INLINE int fp_row_cached(long N, fp_team tm) {

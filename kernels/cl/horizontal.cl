@@ -61,11 +61,11 @@ __kernel void hreduce_pointwise_fused(__global float *sum, __global float *cosx,
   const fp_team tm = fp_team_of(N);
   const long T = tm.size;
   for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
-    const long row = rb * tm.count + tm.index;
-    const int active = tm.index < tm.count && row < M;
+    long row;
+    const int active = fp_team_row(rb, M, tm, &row);
     const fp_rowpart p = fp_rowpart_of(row, N, tm, active);
-    __global const float *ar = a + (active ? row : 0) * N;
-    __global float *cr = cosx + (active ? row : 0) * N;
+    __global const float *ar = a + row * N;
+    __global float *cr = cosx + row * N;
     float total = 0.0f;
     if (active) {
       __global const float4 *ab = (__global const float4 *)(ar + p.head);
@@ -117,10 +117,10 @@ __kernel void hreduce_reduce_fused(__global float *sum, __global float *amax,
   const fp_team tm = fp_team_of(N);
   const long T = tm.size;
   for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
-    const long row = rb * tm.count + tm.index;
-    const int active = tm.index < tm.count && row < M;
+    long row;
+    const int active = fp_team_row(rb, M, tm, &row);
     const fp_rowpart p = fp_rowpart_of(row, N, tm, active);
-    __global const float *ar = a + (active ? row : 0) * N;
+    __global const float *ar = a + row * N;
     float total = 0.0f, top = -INFINITY;
     if (active) {
       __global const float4 *ab = (__global const float4 *)(ar + p.head);

@@ -366,11 +366,11 @@ __kernel void softmax_fused(__global float *out, __global const float *x, long M
   const int cached = fp_row_cached(N, tm);
   const long T = tm.size;
   for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
-    const long row = rb * tm.count + tm.index;
-    const int active = tm.index < tm.count && row < M;
+    long row;
+    const int active = fp_team_row(rb, M, tm, &row);
     const fp_rowpart p = fp_rowpart_of(row, N, tm, active);
-    __global const float *xr = x + (active ? row : 0) * N;
-    __global float *yr = out + (active ? row : 0) * N;
+    __global const float *xr = x + row * N;
+    __global float *yr = out + row * N;
     fp_rowcache c;
     float m = -INFINITY, s = 0.0f;
     if (cached) {
@@ -422,11 +422,11 @@ __kernel void double_softmax_fused(__global float *out, __global const float *x,
   const int cached = fp_row_cached(N, tm);
   const long T = tm.size;
   for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
-    const long row = rb * tm.count + tm.index;
-    const int active = tm.index < tm.count && row < M;
+    long row;
+    const int active = fp_team_row(rb, M, tm, &row);
     const fp_rowpart p = fp_rowpart_of(row, N, tm, active);
-    __global const float *xr = x + (active ? row : 0) * N;
-    __global float *yr = out + (active ? row : 0) * N;
+    __global const float *xr = x + row * N;
+    __global float *yr = out + row * N;
     fp_rowcache c;
     float m1 = -INFINITY, s1 = 0.0f;
     if (cached) {
@@ -493,10 +493,10 @@ __kernel void softmax_backward_fused(__global float *grad_in, __global const flo
   const int cached = fp_row_cached(N, tm);
   const long T = tm.size;
   for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
-    const long row = rb * tm.count + tm.index;
-    const int active = tm.index < tm.count && row < M;
+    long row;
+    const int active = fp_team_row(rb, M, tm, &row);
     const fp_rowpart p = fp_rowpart_of(row, N, tm, active);
-    const long off = (active ? row : 0) * N;
+    const long off = row * N;
     __global const float *gr = grad_out + off, *yr = y + off;
     __global float *dr = grad_in + off;
     fp_rowcache g, yv;
@@ -570,11 +570,11 @@ __kernel void layernorm_fused(__global float *out, __global float *mean_out,
   const int cached = fp_row_cached(N, tm);
   const long T = tm.size;
   for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
-    const long row = rb * tm.count + tm.index;
-    const int active = tm.index < tm.count && row < M;
+    long row;
+    const int active = fp_team_row(rb, M, tm, &row);
     const fp_rowpart p = fp_rowpart_of(row, N, tm, active);
-    __global const float *xr = x + (active ? row : 0) * N;
-    __global float *yr = out + (active ? row : 0) * N;
+    __global const float *xr = x + row * N;
+    __global float *yr = out + row * N;
     /* w and b from element head on: aligned vectors when head is 0 */
     __global const float *wh = w + p.head, *bh = b + p.head;
     const int waligned = p.head == 0;
@@ -660,11 +660,11 @@ __kernel void norm_chain_fused(__global float *out, __global const float *x, lon
   const int cached = fp_row_cached(N, tm);
   const long T = tm.size;
   for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
-    const long row = rb * tm.count + tm.index;
-    const int active = tm.index < tm.count && row < M;
+    long row;
+    const int active = fp_team_row(rb, M, tm, &row);
     const fp_rowpart p = fp_rowpart_of(row, N, tm, active);
-    __global const float *xr = x + (active ? row : 0) * N;
-    __global float *yr = out + (active ? row : 0) * N;
+    __global const float *xr = x + row * N;
+    __global float *yr = out + row * N;
     fp_rowcache c;
     float s[3];
     if (cached)
