@@ -136,9 +136,12 @@ stage_clrows() {
   local ops=$ROW_OPS,bias_dropout_add
   log "NVIDIA OpenCL build log (-cl-nv-verbose): registers and spills"
   rm -f "$OUT/cl-build.log"
-  FUSEPORT_OPENCL_BUILD_LOG="$OUT/cl-build.log" FUSEPORT_OPENCL_BUILD_OPTIONS=-cl-nv-verbose \
-    "$FP" check --backend opencl --platform NVIDIA --quiet --op $ops --shapes 3x1000 | tail -1
-  grep -iE "^== |spill|registers" "$OUT/cl-build.log" | grep -v " 0 bytes spill" | head -40
+  for extra in "" -DFP_ROW_VEC=2; do
+    FUSEPORT_OPENCL_BUILD_LOG="$OUT/cl-build.log" \
+      FUSEPORT_OPENCL_BUILD_OPTIONS="-cl-nv-verbose $extra" "$FP" check --backend opencl \
+      --platform NVIDIA --quiet --op $ops --shapes 3x1000 | tail -1
+  done
+  grep -iE "^== |spill|Used [0-9]+ registers" "$OUT/cl-build.log" | head -60
   log "tests on NVIDIA OpenCL: planned geometry, then host geometry with a 1-vector cache"
   FUSEPORT_OPENCL_PLATFORM=NVIDIA timeout 200 "$BIN/test_ops" opencl >"$OUT/cl-planned.log" 2>&1
   echo "planned: exit $? ($(grep -c '\[  FAILED  \]' "$OUT/cl-planned.log") failed lines)"
@@ -158,11 +161,17 @@ stage_clrows() {
   FUSEPORT_OPENCL_HOST_GEOMETRY=1 timeout 150 "$FP" "${b[@]}" --backend opencl \
     --platform NVIDIA --out "$OUT/cl_hostgeo.json"
   echo "host geometry: exit $?"
+  # Half the register cache (8 floats a work-item; rows of 8193..16384 then
+  # stream): the fallback should the report above show spills.
+  FUSEPORT_OPENCL_BUILD_OPTIONS=-DFP_ROW_VEC=2 timeout 150 "$FP" "${b[@]}" --backend opencl \
+    --platform NVIDIA --out "$OUT/cl_vec2.json"
+  echo "FP_ROW_VEC=2: exit $?"
   timeout 120 "$FP" "${b[@]}" --backend cuda --out "$OUT/cl_cuda.json"
   echo "cuda: exit $?"
   {
     [ -f "$OUT/cl_base.json" ] && "$FP" compare "$OUT/cl_base.json" "$OUT/cl_planned.json"
     "$FP" compare "$OUT/cl_hostgeo.json" "$OUT/cl_planned.json"
+    "$FP" compare "$OUT/cl_vec2.json" "$OUT/cl_planned.json"
     "$FP" compare "$OUT/cl_planned.json" "$OUT/cl_cuda.json"
   } >"$OUT/cl_compare.txt" 2>&1
   grep -E "^==|geometric" "$OUT/cl_compare.txt"
