@@ -10,6 +10,12 @@ over torch.compile and eager (whole grid, and cells >= 64 MiB where launch and
 host overheads no longer count), the worst cell against torch.compile, the
 OpenCL/CUDA speed ratio on cells >= 64 MiB, and the unfused/fused ratio.
 Only cells that are ok in both files enter a ratio. Standard library only.
+
+A second table bounds what any kernel could reach against PyTorch with the
+same cost model: each cell at the copy bandwidth of the CUDA run (bytes /
+copy_gbps), but never under the fastest fused cell of the run (the launch
+and event floor). A geometric mean there below a goal's ratio means no
+kernel that moves the fused bytes at copy speed meets it.
 """
 import json
 import math
@@ -65,6 +71,24 @@ def main(cuda_path, opencl_path, torch_path):
         print(f"| {op} | {fr[0]:.2f} / {fr[len(fr) // 2]:.2f} | {pair(comp)} | {worst[0]:.2f} "
               f"({worst[1][0]} x {worst[1][1]}) | {below} | {pair(vs['eager'])} | "
               f"{min(oc):.2f} / {gmean(oc):.2f} | {gmean(rel):.2f} |")
+
+    copy_bps = dc["meta"]["copy_gbps"] * 1e9
+    floor_us = min(c["median_us"] for (o, v, s), c in cu.items() if v == "fused" and ok(c))
+    print()
+    print(f"Attainable at the copy bandwidth ({copy_bps / 1e9:.0f} GB/s, floor {floor_us:.2f} us): "
+          "geometric mean of PyTorch median / max(fused bytes / copy bandwidth, floor)")
+    print()
+    print("| op | vs compile: grid / >=64 MiB | vs eager: grid / >=64 MiB |")
+    print("|---|---|---|")
+    for op in ops:
+        fused = {s: c for (o, v, s), c in cu.items() if o == op and v == "fused" and ok(c)}
+        cols = []
+        for mode in ("compile", "eager"):
+            bound = [(th[(op, mode, s)]["median_us"] / max(c["bytes"] / copy_bps * 1e6, floor_us),
+                      c["bytes"]) for s, c in fused.items() if ok(th.get((op, mode, s)))]
+            cols.append(f"{gmean([r for r, _ in bound]):.2f} / "
+                        f"{gmean([r for r, b in bound if b >= BIG]):.2f}")
+        print(f"| {op} | {cols[0]} | {cols[1]} |")
 
 
 if __name__ == "__main__":
