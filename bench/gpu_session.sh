@@ -131,17 +131,20 @@ stage_rows() {
 # bias_dropout_add path): NVIDIA's register and spill report, the tests with
 # the planned and the host geometry, then the row ops and bias_dropout_add
 # timed on NVIDIA OpenCL: the previous kernels ($BIN/fuseport-base, built from
-# aca3eee, if carried), these, these with the host geometry, and CUDA.
+# aca3eee, if carried), these, these with each register fallback
+# (FP_ROW_VEC=2: half the row cache; FP_STREAM_UNROLL=2: half the loads in
+# flight), and CUDA.
+CL_FALLBACKS=("-DFP_ROW_VEC=2" "-DFP_STREAM_UNROLL=2")
 stage_clrows() {
   local ops=$ROW_OPS,bias_dropout_add
   log "NVIDIA OpenCL build log (-cl-nv-verbose): registers and spills"
   rm -f "$OUT/cl-build.log"
-  for extra in "" -DFP_ROW_VEC=2; do
+  for extra in "" "${CL_FALLBACKS[@]}"; do
     FUSEPORT_OPENCL_BUILD_LOG="$OUT/cl-build.log" \
       FUSEPORT_OPENCL_BUILD_OPTIONS="-cl-nv-verbose $extra" "$FP" check --backend opencl \
       --platform NVIDIA --quiet --op $ops --shapes 3x1000 | tail -1
   done
-  grep -iE "^== |spill|Used [0-9]+ registers" "$OUT/cl-build.log" | head -60
+  grep -iE "^== |spill|Used [0-9]+ registers" "$OUT/cl-build.log" | head -80
   log "tests on NVIDIA OpenCL: planned geometry, then host geometry with a 1-vector cache"
   FUSEPORT_OPENCL_PLATFORM=NVIDIA timeout 200 "$BIN/test_ops" opencl >"$OUT/cl-planned.log" 2>&1
   echo "planned: exit $? ($(grep -c '\[  FAILED  \]' "$OUT/cl-planned.log") failed lines)"
@@ -149,7 +152,7 @@ stage_clrows() {
     FUSEPORT_OPENCL_BUILD_OPTIONS=-DFP_ROW_VEC=1 timeout 200 "$BIN/test_ops" opencl \
     >"$OUT/cl-streaming.log" 2>&1
   echo "streaming: exit $? ($(grep -c '\[  FAILED  \]' "$OUT/cl-streaming.log") failed lines)"
-  log "row ops on NVIDIA OpenCL: previous kernels, planned, host geometry; CUDA"
+  log "row ops on NVIDIA OpenCL: previous kernels, planned, fallbacks; CUDA"
   local b=(bench --op $ops --variants fused --shapes $ROW_SHAPES --rep-ms 10 --quiet)
   if [ -x "$BIN/fuseport-base" ]; then
     timeout 150 "$BIN/fuseport-base" "${b[@]}" --backend opencl --platform NVIDIA \
@@ -158,20 +161,18 @@ stage_clrows() {
   fi
   timeout 150 "$FP" "${b[@]}" --backend opencl --platform NVIDIA --out "$OUT/cl_planned.json"
   echo "planned: exit $?"
-  FUSEPORT_OPENCL_HOST_GEOMETRY=1 timeout 150 "$FP" "${b[@]}" --backend opencl \
-    --platform NVIDIA --out "$OUT/cl_hostgeo.json"
-  echo "host geometry: exit $?"
-  # Half the register cache (8 floats a work-item; rows of 8193..16384 then
-  # stream): the fallback should the report above show spills.
-  FUSEPORT_OPENCL_BUILD_OPTIONS=-DFP_ROW_VEC=2 timeout 150 "$FP" "${b[@]}" --backend opencl \
-    --platform NVIDIA --out "$OUT/cl_vec2.json"
-  echo "FP_ROW_VEC=2: exit $?"
+  local k=0
+  for extra in "${CL_FALLBACKS[@]}"; do
+    k=$((k + 1))
+    FUSEPORT_OPENCL_BUILD_OPTIONS="$extra" timeout 150 "$FP" "${b[@]}" --backend opencl \
+      --platform NVIDIA --out "$OUT/cl_fallback$k.json"
+    echo "$extra: exit $?"
+  done
   timeout 120 "$FP" "${b[@]}" --backend cuda --out "$OUT/cl_cuda.json"
   echo "cuda: exit $?"
   {
     [ -f "$OUT/cl_base.json" ] && "$FP" compare "$OUT/cl_base.json" "$OUT/cl_planned.json"
-    "$FP" compare "$OUT/cl_hostgeo.json" "$OUT/cl_planned.json"
-    "$FP" compare "$OUT/cl_vec2.json" "$OUT/cl_planned.json"
+    for f in "$OUT"/cl_fallback*.json; do "$FP" compare "$f" "$OUT/cl_planned.json"; done
     "$FP" compare "$OUT/cl_planned.json" "$OUT/cl_cuda.json"
   } >"$OUT/cl_compare.txt" 2>&1
   grep -E "^==|geometric" "$OUT/cl_compare.txt"

@@ -138,6 +138,13 @@ static float fp_group_max(float v, __local float *slots, __local float *partials
 #define FP_ROW_VEC 4 /* float4 per work-item: must match FP_CL_ROW_VEC of the backend */
 #endif
 #define FP_MIN_TEAM 4
+/* 16-byte loads in flight per work-item in the streaming loops of the row
+ * kernels (rows that do not fit the register cache). 4 keeps 64 KiB in
+ * flight per SM at 1024 work-items; -DFP_STREAM_UNROLL=2 halves the loop's
+ * registers should a compiler spill. */
+#ifndef FP_STREAM_UNROLL
+#define FP_STREAM_UNROLL 4
+#endif
 
 typedef struct fp_team {
   int lane;  /* work-item within the team */

@@ -47,7 +47,7 @@ static float4 fp_cos4(float4 v) { return (float4)(cos(v.x), cos(v.y), cos(v.z), 
 
 /* ---- the kernels ----------------------------------------------------------------------
  * A work-item visits its vectors q = lane, lane+T, ... in chunks of
- * FP_CHUNK / 4 vectors, four loads in flight (loads before stores: the
+ * FP_CHUNK / 4 vectors, FP_STREAM_UNROLL loads in flight (loads before stores: the
  * outputs may alias the input as far as the compiler knows), with each
  * chunk's partial sums added to the work-item's total: with a small group
  * and a long row, one accumulator taking thousands of terms would lose
@@ -83,24 +83,24 @@ __kernel void hreduce_pointwise_fused(__global float *sum, __global float *cosx,
       long q = tm.lane;
       while (q < p.nvec) {
         const long end = min(p.nvec, q + (FP_CHUNK / 4) * T);
-        float4 a0 = (float4)(0.0f), a1 = (float4)(0.0f);
-        for (; q + 3 * T < end; q += 4 * T) {
-          const float4 x0 = ab[q], x1 = ab[q + T], x2 = ab[q + 2 * T], x3 = ab[q + 3 * T];
-          cb[q] = fp_cos4(x0);
-          cb[q + T] = fp_cos4(x1);
-          cb[q + 2 * T] = fp_cos4(x2);
-          cb[q + 3 * T] = fp_cos4(x3);
-          a0 += x0;
-          a1 += x1;
-          a0 += x2;
-          a1 += x3;
+        float4 acc[2] = {(float4)(0.0f), (float4)(0.0f)};
+        for (; q + (FP_STREAM_UNROLL - 1) * T < end; q += FP_STREAM_UNROLL * T) {
+          float4 v[FP_STREAM_UNROLL];
+#pragma unroll
+          for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+            v[u] = ab[q + u * T];
+#pragma unroll
+          for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
+            cb[q + u * T] = fp_cos4(v[u]);
+            acc[u & 1] += v[u];
+          }
         }
         for (; q < end; q += T) {
           const float4 x0 = ab[q];
           cb[q] = fp_cos4(x0);
-          a0 += x0;
+          acc[0] += x0;
         }
-        total += fp_hsum4(a0 + a1);
+        total += fp_hsum4(acc[0] + acc[1]);
       }
     }
     total = fp_team_sum(total, tm, slots, partials);
@@ -135,26 +135,26 @@ __kernel void hreduce_reduce_fused(__global float *sum, __global float *amax,
       long q = tm.lane;
       while (q < p.nvec) {
         const long end = min(p.nvec, q + (FP_CHUNK / 4) * T);
-        float4 s0 = (float4)(0.0f), s1 = (float4)(0.0f);
-        float4 m0 = (float4)(-INFINITY), m1 = (float4)(-INFINITY);
-        for (; q + 3 * T < end; q += 4 * T) {
-          const float4 x0 = ab[q], x1 = ab[q + T], x2 = ab[q + 2 * T], x3 = ab[q + 3 * T];
-          s0 += x0;
-          s1 += x1;
-          s0 += x2;
-          s1 += x3;
-          m0 = fp_maximum4(m0, x0);
-          m1 = fp_maximum4(m1, x1);
-          m0 = fp_maximum4(m0, x2);
-          m1 = fp_maximum4(m1, x3);
+        float4 sums[2] = {(float4)(0.0f), (float4)(0.0f)};
+        float4 tops[2] = {(float4)(-INFINITY), (float4)(-INFINITY)};
+        for (; q + (FP_STREAM_UNROLL - 1) * T < end; q += FP_STREAM_UNROLL * T) {
+          float4 v[FP_STREAM_UNROLL];
+#pragma unroll
+          for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+            v[u] = ab[q + u * T];
+#pragma unroll
+          for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
+            sums[u & 1] += v[u];
+            tops[u & 1] = fp_maximum4(tops[u & 1], v[u]);
+          }
         }
         for (; q < end; q += T) {
           const float4 x0 = ab[q];
-          s0 += x0;
-          m0 = fp_maximum4(m0, x0);
+          sums[0] += x0;
+          tops[0] = fp_maximum4(tops[0], x0);
         }
-        total += fp_hsum4(s0 + s1);
-        top = fp_maximum(top, fp_hmax4(fp_maximum4(m0, m1)));
+        total += fp_hsum4(sums[0] + sums[1]);
+        top = fp_maximum(top, fp_hmax4(fp_maximum4(tops[0], tops[1])));
       }
     }
     fp_team_sum_max(&total, &top, tm, slots_sum, slots_max, partials_sum, partials_max);

@@ -21,17 +21,18 @@
  *  - streaming: longer rows (T = L) are re-read from global memory for each
  *    pass; softmax uses the online (running max, rescaled sum) form so that
  *    max and sum come from a single pass: read, read, write.
- * Streaming loops are unrolled by hand so that each work-item has four
- * 16-byte loads in flight: a compiler may not move a load above a store to a
- * buffer that might alias it (out may be x), so a plain load-compute-store
- * loop keeps a single load in flight.
+ * Streaming loops issue FP_STREAM_UNROLL 16-byte loads (common.cl) before
+ * any store: a compiler may not move a load above a store to a buffer that
+ * might alias it (out may be x), so a plain load-compute-store loop keeps a
+ * single load in flight.
  * Registers: the NVIDIA build caps a work-item at 64 registers (backend,
  * FP_CL_NV_BUILD_OPTIONS). softmax_backward keeps two rows (32 floats) and
- * layernorm one plus the w and b vectors of the output step; expected to fit
- * (no per-slot address stays live: each row is walked with one pointer), not
- * checked with -cl-nv-verbose. FUSEPORT_OPENCL_BUILD_OPTIONS=-DFP_ROW_VEC=2
- * halves the cache (the backend still plans for 4: rows between 8192 and
- * 16384 then stream, still correct).
+ * layernorm one plus the w and b vectors of the output step. Not yet checked
+ * against NVIDIA's compiler (bench/gpu_session.sh clrows reads its
+ * -cl-nv-verbose report); the fallbacks are build options,
+ * FUSEPORT_OPENCL_BUILD_OPTIONS="-DFP_ROW_VEC=2" (half the cache: the backend
+ * still plans for 4, so rows of 8193..16384 stream, still correct) and
+ * -DFP_STREAM_UNROLL=2 (half the loads in flight).
  */
 
 /* ---- online softmax statistics -----------------------------------------------------
@@ -101,7 +102,7 @@ static FP_INLINE float4 fp_load4(__global const float *base, long q, int aligned
 /* ---- streaming passes ----------------------------------------------------------------
  * A work-item visits its vectors q = lane, lane+T, ... in chunks of
  * FP_CHUNK / 4 vectors: inside a chunk, float4 accumulators take the vectors
- * four loads at a time; each chunk's result is then added to the work-item's
+ * FP_STREAM_UNROLL loads at a time; each chunk's result is then added to the work-item's
  * total. A long row with a small group would otherwise pile thousands of
  * terms onto one float accumulator, whose rounding error grows with the
  * count (measured on PoCL: 2.5e-5 relative on a double softmax of 262144 with
@@ -125,18 +126,14 @@ static void fp_online_row(__global const float *xr, fp_rowpart p, fp_team tm, in
   while (q < p.nvec) {
     const long end = min(p.nvec, q + (FP_CHUNK / 4) * T);
     float cm = -INFINITY, cs = 0.0f;
-    for (; q + 3 * T < end; q += 4 * T) {
-      float4 a = body[q], b = body[q + T], c = body[q + 2 * T], d = body[q + 3 * T];
-      if (softmaxed) {
-        a = exp(a - m1) * inv1;
-        b = exp(b - m1) * inv1;
-        c = exp(c - m1) * inv1;
-        d = exp(d - m1) * inv1;
-      }
-      fp_online_add4(a, &cm, &cs);
-      fp_online_add4(b, &cm, &cs);
-      fp_online_add4(c, &cm, &cs);
-      fp_online_add4(d, &cm, &cs);
+    for (; q + (FP_STREAM_UNROLL - 1) * T < end; q += FP_STREAM_UNROLL * T) {
+      float4 v[FP_STREAM_UNROLL];
+#pragma unroll
+      for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+        v[u] = body[q + u * T];
+#pragma unroll
+      for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+        fp_online_add4(softmaxed ? exp(v[u] - m1) * inv1 : v[u], &cm, &cs);
     }
     for (; q < end; q += T) {
       const float4 a = body[q];
@@ -160,17 +157,19 @@ static float fp_stream_sum(__global const float *xr, fp_rowpart p, fp_team tm, f
   long q = tm.lane;
   while (q < p.nvec) {
     const long end = min(p.nvec, q + (FP_CHUNK / 4) * T);
-    float4 a0 = (float4)(0.0f), a1 = (float4)(0.0f);
-    for (; q + 3 * T < end; q += 4 * T) {
-      const float4 v0 = body[q], v1 = body[q + T], v2 = body[q + 2 * T], v3 = body[q + 3 * T];
-      a0 += (v0 * s1) * s2;
-      a1 += (v1 * s1) * s2;
-      a0 += (v2 * s1) * s2;
-      a1 += (v3 * s1) * s2;
+    float4 acc[2] = {(float4)(0.0f), (float4)(0.0f)};
+    for (; q + (FP_STREAM_UNROLL - 1) * T < end; q += FP_STREAM_UNROLL * T) {
+      float4 v[FP_STREAM_UNROLL];
+#pragma unroll
+      for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+        v[u] = body[q + u * T];
+#pragma unroll
+      for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+        acc[u & 1] += (v[u] * s1) * s2;
     }
     for (; q < end; q += T)
-      a0 += (body[q] * s1) * s2;
-    total += fp_hsum4(a0 + a1);
+      acc[0] += (body[q] * s1) * s2;
+    total += fp_hsum4(acc[0] + acc[1]);
   }
   return total;
 }
@@ -192,20 +191,21 @@ static float fp_stream_centred_squares(__global const float *xr, fp_rowpart p, f
   long q = tm.lane;
   while (q < p.nvec) {
     const long end = min(p.nvec, q + (FP_CHUNK / 4) * T);
-    float4 a0 = (float4)(0.0f), a1 = (float4)(0.0f);
-    for (; q + 3 * T < end; q += 4 * T) {
-      const float4 d0 = body[q] - mean, d1 = body[q + T] - mean;
-      const float4 d2 = body[q + 2 * T] - mean, d3 = body[q + 3 * T] - mean;
-      a0 += d0 * d0;
-      a1 += d1 * d1;
-      a0 += d2 * d2;
-      a1 += d3 * d3;
+    float4 acc[2] = {(float4)(0.0f), (float4)(0.0f)};
+    for (; q + (FP_STREAM_UNROLL - 1) * T < end; q += FP_STREAM_UNROLL * T) {
+      float4 d[FP_STREAM_UNROLL];
+#pragma unroll
+      for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+        d[u] = body[q + u * T] - mean;
+#pragma unroll
+      for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+        acc[u & 1] += d[u] * d[u];
     }
     for (; q < end; q += T) {
       const float4 d = body[q] - mean;
-      a0 += d * d;
+      acc[0] += d * d;
     }
-    total += fp_hsum4(a0 + a1);
+    total += fp_hsum4(acc[0] + acc[1]);
   }
   return total;
 }
@@ -224,18 +224,21 @@ static float fp_stream_dot(__global const float *ar, __global const float *br, f
   long q = tm.lane;
   while (q < p.nvec) {
     const long end = min(p.nvec, q + (FP_CHUNK / 4) * T);
-    float4 a0 = (float4)(0.0f), a1 = (float4)(0.0f);
-    for (; q + 3 * T < end; q += 4 * T) {
-      const float4 x0 = a4[q], x1 = a4[q + T], x2 = a4[q + 2 * T], x3 = a4[q + 3 * T];
-      const float4 y0 = b4[q], y1 = b4[q + T], y2 = b4[q + 2 * T], y3 = b4[q + 3 * T];
-      a0 += x0 * y0;
-      a1 += x1 * y1;
-      a0 += x2 * y2;
-      a1 += x3 * y3;
+    float4 acc[2] = {(float4)(0.0f), (float4)(0.0f)};
+    for (; q + (FP_STREAM_UNROLL - 1) * T < end; q += FP_STREAM_UNROLL * T) {
+      float4 x[FP_STREAM_UNROLL], y[FP_STREAM_UNROLL];
+#pragma unroll
+      for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
+        x[u] = a4[q + u * T];
+        y[u] = b4[q + u * T];
+      }
+#pragma unroll
+      for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+        acc[u & 1] += x[u] * y[u];
     }
     for (; q < end; q += T)
-      a0 += a4[q] * b4[q];
-    total += fp_hsum4(a0 + a1);
+      acc[0] += a4[q] * b4[q];
+    total += fp_hsum4(acc[0] + acc[1]);
   }
   return total;
 }
@@ -398,12 +401,14 @@ __kernel void softmax_fused(__global float *out, __global const float *x, long M
       if (p.mine_tail)
         yr[p.tail0 + tm.lane] = exp(xr[p.tail0 + tm.lane] - row_max) * inv;
       long q = tm.lane;
-      for (; q + 3 * T < p.nvec; q += 4 * T) {
-        const float4 a = xb[q], b = xb[q + T], c4 = xb[q + 2 * T], d = xb[q + 3 * T];
-        yb[q] = exp(a - row_max) * inv;
-        yb[q + T] = exp(b - row_max) * inv;
-        yb[q + 2 * T] = exp(c4 - row_max) * inv;
-        yb[q + 3 * T] = exp(d - row_max) * inv;
+      for (; q + (FP_STREAM_UNROLL - 1) * T < p.nvec; q += FP_STREAM_UNROLL * T) {
+        float4 v[FP_STREAM_UNROLL];
+#pragma unroll
+        for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+          v[u] = xb[q + u * T];
+#pragma unroll
+        for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+          yb[q + u * T] = exp(v[u] - row_max) * inv;
       }
       for (; q < p.nvec; q += T)
         yb[q] = exp(xb[q] - row_max) * inv;
@@ -469,12 +474,14 @@ __kernel void double_softmax_fused(__global float *out, __global const float *x,
       if (p.mine_tail)
         yr[p.tail0 + tm.lane] = exp(exp(xr[p.tail0 + tm.lane] - max1) * inv1 - max2) * inv2;
       long q = tm.lane;
-      for (; q + 3 * T < p.nvec; q += 4 * T) {
-        const float4 a = xb[q], b = xb[q + T], c4 = xb[q + 2 * T], d = xb[q + 3 * T];
-        yb[q] = exp(exp(a - max1) * inv1 - max2) * inv2;
-        yb[q + T] = exp(exp(b - max1) * inv1 - max2) * inv2;
-        yb[q + 2 * T] = exp(exp(c4 - max1) * inv1 - max2) * inv2;
-        yb[q + 3 * T] = exp(exp(d - max1) * inv1 - max2) * inv2;
+      for (; q + (FP_STREAM_UNROLL - 1) * T < p.nvec; q += FP_STREAM_UNROLL * T) {
+        float4 v[FP_STREAM_UNROLL];
+#pragma unroll
+        for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+          v[u] = xb[q + u * T];
+#pragma unroll
+        for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+          yb[q + u * T] = exp(exp(v[u] - max1) * inv1 - max2) * inv2;
       }
       for (; q < p.nvec; q += T)
         yb[q] = exp(exp(xb[q] - max1) * inv1 - max2) * inv2;
@@ -540,13 +547,16 @@ __kernel void softmax_backward_fused(__global float *grad_in, __global const flo
       if (p.mine_tail)
         dr[p.tail0 + tm.lane] = yr[p.tail0 + tm.lane] * (gr[p.tail0 + tm.lane] - dot);
       long q = tm.lane;
-      for (; q + 3 * T < p.nvec; q += 4 * T) {
-        const float4 g0 = gb[q], g1 = gb[q + T], g2 = gb[q + 2 * T], g3 = gb[q + 3 * T];
-        const float4 y0 = yb[q], y1 = yb[q + T], y2 = yb[q + 2 * T], y3 = yb[q + 3 * T];
-        db[q] = y0 * (g0 - dot);
-        db[q + T] = y1 * (g1 - dot);
-        db[q + 2 * T] = y2 * (g2 - dot);
-        db[q + 3 * T] = y3 * (g3 - dot);
+      for (; q + (FP_STREAM_UNROLL - 1) * T < p.nvec; q += FP_STREAM_UNROLL * T) {
+        float4 g4[FP_STREAM_UNROLL], y4[FP_STREAM_UNROLL];
+#pragma unroll
+        for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
+          g4[u] = gb[q + u * T];
+          y4[u] = yb[q + u * T];
+        }
+#pragma unroll
+        for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+          db[q + u * T] = y4[u] * (g4[u] - dot);
       }
       for (; q < p.nvec; q += T)
         db[q] = yb[q] * (gb[q] - dot);
@@ -691,12 +701,14 @@ __kernel void norm_chain_fused(__global float *out, __global const float *x, lon
       if (p.mine_tail)
         yr[p.tail0 + tm.lane] = ((xr[p.tail0 + tm.lane] * s1) * s2) * s3;
       long q = tm.lane;
-      for (; q + 3 * T < p.nvec; q += 4 * T) {
-        const float4 a = xb[q], b = xb[q + T], c4 = xb[q + 2 * T], d = xb[q + 3 * T];
-        yb[q] = ((a * s1) * s2) * s3;
-        yb[q + T] = ((b * s1) * s2) * s3;
-        yb[q + 2 * T] = ((c4 * s1) * s2) * s3;
-        yb[q + 3 * T] = ((d * s1) * s2) * s3;
+      for (; q + (FP_STREAM_UNROLL - 1) * T < p.nvec; q += FP_STREAM_UNROLL * T) {
+        float4 v[FP_STREAM_UNROLL];
+#pragma unroll
+        for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+          v[u] = xb[q + u * T];
+#pragma unroll
+        for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+          yb[q + u * T] = ((v[u] * s1) * s2) * s3;
       }
       for (; q < p.nvec; q += T)
         yb[q] = ((xb[q] * s1) * s2) * s3;
