@@ -594,6 +594,49 @@ fp_status fp_bench_copy_bandwidth(fp_context *ctx, double *gbps) {
   return st;
 }
 
+extern char **environ; /* POSIX: the process's environment */
+
+static int compare_strings(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+cJSON *fp_bench_environment(void) {
+  static const char prefix[] = "FUSEPORT_";
+  size_t count = 0;
+  for (char **e = environ; e != NULL && *e != NULL; ++e)
+    count += strncmp(*e, prefix, sizeof prefix - 1) == 0 && strchr(*e, '=') != NULL;
+  const char **vars = calloc(count + 1, sizeof *vars);
+  cJSON *env = cJSON_CreateObject();
+  if (vars == NULL || env == NULL) {
+    free(vars);
+    cJSON_Delete(env);
+    return NULL;
+  }
+  size_t n = 0;
+  for (char **e = environ; e != NULL && *e != NULL && n < count; ++e)
+    if (strncmp(*e, prefix, sizeof prefix - 1) == 0 && strchr(*e, '=') != NULL)
+      vars[n++] = *e;
+  /* sorted, so that two runs with the same variables compare equal whatever
+   * the order of their environments */
+  qsort(vars, n, sizeof *vars, compare_strings);
+  for (size_t k = 0; k < n; ++k) {
+    const char *eq = strchr(vars[k], '=');
+    char name[256];
+    const size_t len = (size_t)(eq - vars[k]);
+    if (len >= sizeof name)
+      continue; /* no fuseport variable is that long */
+    memcpy(name, vars[k], len);
+    name[len] = '\0';
+    if (cJSON_AddStringToObject(env, name, eq + 1) == NULL) {
+      free(vars);
+      cJSON_Delete(env);
+      return NULL;
+    }
+  }
+  free(vars);
+  return env;
+}
+
 fp_status fp_bench_meta_init(fp_context *ctx, const fp_bench_spec *s, fp_results *r) {
   fp_results_meta *m = &r->meta;
   const fp_device_info *dev = fp_context_device(ctx);
@@ -624,6 +667,11 @@ fp_status fp_bench_meta_init(fp_context *ctx, const fp_bench_spec *s, fp_results
           NULL ||
       cJSON_AddNumberToObject(m->extra, "compute_units", (double)dev->compute_units) == NULL)
     return fp_error(FP_ERR_OUT_OF_MEMORY, "no host memory for the results' meta data");
+  cJSON *env = fp_bench_environment();
+  if (env == NULL || !cJSON_AddItemToObject(m->extra, "environment", env)) {
+    cJSON_Delete(env);
+    return fp_error(FP_ERR_OUT_OF_MEMORY, "no host memory for the results' meta data");
+  }
   return FP_OK;
 }
 

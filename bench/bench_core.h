@@ -149,6 +149,13 @@ fp_status fp_bench_copy_bandwidth(fp_context *ctx, double *gbps);
  * options); copy_gbps is left for the caller. */
 fp_status fp_bench_meta_init(fp_context *ctx, const fp_bench_spec *s, fp_results *r);
 
+/* The FUSEPORT_* variables of this process, name -> value, sorted by name
+ * (NULL: no host memory). They pick builds, grids and compiler options
+ * (FUSEPORT_CUDA_ROW_BUILDS, FUSEPORT_CUDA_ELEM_GRID,
+ * FUSEPORT_OPENCL_BUILD_OPTIONS, ...), so a result is reproducible only with
+ * them: fp_bench_meta_init records them as meta.environment. */
+cJSON *fp_bench_environment(void);
+
 typedef struct fp_bench_hooks {
   /* Checked between repetitions: when it becomes nonzero the running group
    * is abandoned (none of its cells recorded) and the sweep stops. */

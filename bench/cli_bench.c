@@ -86,6 +86,11 @@ static const char bench_usage[] =
     "unfinished (op, shape) is dropped, the file holds every finished one and\n"
     "--resume completes it.\n"
     "\n"
+    "The FUSEPORT_* environment variables, which pick kernel builds, grids and\n"
+    "compiler options (FUSEPORT_CUDA_ROW_BUILDS, FUSEPORT_CUDA_ELEM_GRID,\n"
+    "FUSEPORT_OPENCL_BUILD_OPTIONS, ...; see the README), are recorded in the\n"
+    "file's meta.environment; --resume needs the same ones.\n"
+    "\n"
     "examples:\n"
     "  fuseport bench                                  # quick default run\n"
     "  fuseport bench --backend cuda --op all --shapes seed --out cuda.json\n"
@@ -449,6 +454,26 @@ bool fp_bench_resume_device(const fp_results *file, const char *path, fp_context
             "with --device/--platform)\n",
             path, file->meta.device, file->meta.platform, dev->name, dev->platform);
     return false;
+  }
+  /* The FUSEPORT_* variables pick builds and grids: a file measured under
+   * others would mix two configurations. (Files from before this record
+   * have none, and are resumed as they were.) */
+  const cJSON *was = cJSON_GetObjectItemCaseSensitive(file->meta.extra, "environment");
+  if (was != NULL) {
+    cJSON *now = fp_bench_environment();
+    const bool same = now != NULL && cJSON_Compare(was, now, true);
+    if (!same) {
+      char *a = cJSON_PrintUnformatted(was), *b = now != NULL ? cJSON_PrintUnformatted(now) : NULL;
+      fprintf(stderr,
+              "fuseport bench: %s was measured with the FUSEPORT_* environment %s; this run has "
+              "%s: set the same variables to resume it\n",
+              path, a != NULL ? a : "?", b != NULL ? b : "?");
+      free(a);
+      free(b);
+    }
+    cJSON_Delete(now);
+    if (!same)
+      return false;
   }
   return true;
 }

@@ -49,7 +49,8 @@ int fp_bench_parse_args(int argc, char **argv, fp_bench_cli *cli);
 
 /* --resume: takes the sweep options the command line did not set from the
  * file's meta.options and checks that those it did set, the backend and the
- * device agree with the file. On a mismatch returns false after printing
+ * device (and, in fp_bench_resume_device, the FUSEPORT_* environment)
+ * agree with the file. On a mismatch returns false after printing
  * what differs. */
 bool fp_bench_resume_spec(fp_bench_cli *cli, const fp_results *file, const char *path);
 bool fp_bench_resume_device(const fp_results *file, const char *path, fp_context *ctx);

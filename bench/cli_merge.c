@@ -55,6 +55,17 @@ static bool same_sweep(const fp_results *a, const char *pa, const fp_results *b,
       return false;
     }
   }
+  /* the FUSEPORT_* variables pick builds and grids: shards run under
+   * different ones are not one sweep (files from before the record: none) */
+  const cJSON *ea = cJSON_GetObjectItemCaseSensitive(a->meta.extra, "environment");
+  const cJSON *eb = cJSON_GetObjectItemCaseSensitive(b->meta.extra, "environment");
+  if ((ea != NULL || eb != NULL) && !(ea != NULL && eb != NULL && cJSON_Compare(ea, eb, true))) {
+    fprintf(stderr,
+            "fuseport merge: %s and %s were run under different FUSEPORT_* variables "
+            "(meta.environment): not one sweep\n",
+            pa, pb);
+    return false;
+  }
   cJSON *oa = unsharded(a->meta.options), *ob = unsharded(b->meta.options);
   bool same = oa != NULL && ob != NULL && cJSON_Compare(oa, ob, true);
   if (!same) {

@@ -537,7 +537,9 @@ static void test_resume(void **state) {
   FP_ASSERT_OK(fp_bench_run(CTX, &s, &whole, NULL, &sum));
   assert_int_equal(whole.n_cells, 12);
 
-  /* interrupted after 2 of 6 groups (the test hook stands for ^C) */
+  /* interrupted after 2 of 6 groups (the test hook stands for ^C), under a
+   * FUSEPORT_* variable that the file must record */
+  assert_int_equal(setenv("FUSEPORT_TEST_RESUME_PROBE", "one", 1), 0);
   const char *path = tpath("resume.json");
   fp_results part;
   fresh_results(&part, &s);
@@ -571,6 +573,18 @@ static void test_resume(void **state) {
   assert_int_equal(fp_bench_parse_args(argc_of(good), good, cli), FP_EXIT_OK);
   assert_true(fp_bench_resume_spec(cli, &file, path));
   assert_string_equal(cli->target.backend, "cpu");
+  assert_true(fp_bench_resume_device(&file, path, CTX));
+  /* the environment it was measured under is in the file; another one (a
+   * different value, or the variable unset) does not resume it */
+  const cJSON *env = cJSON_GetObjectItemCaseSensitive(file.meta.extra, "environment");
+  const cJSON *probe = cJSON_GetObjectItemCaseSensitive(env, "FUSEPORT_TEST_RESUME_PROBE");
+  assert_true(cJSON_IsString(probe));
+  assert_string_equal(probe->valuestring, "one");
+  assert_int_equal(setenv("FUSEPORT_TEST_RESUME_PROBE", "two", 1), 0);
+  assert_false(fp_bench_resume_device(&file, path, CTX));
+  assert_int_equal(unsetenv("FUSEPORT_TEST_RESUME_PROBE"), 0);
+  assert_false(fp_bench_resume_device(&file, path, CTX));
+  assert_int_equal(setenv("FUSEPORT_TEST_RESUME_PROBE", "one", 1), 0);
   assert_true(fp_bench_resume_device(&file, path, CTX));
 
   /* continue: the missing groups run, nothing is redone or lost */
@@ -625,6 +639,7 @@ static void test_resume(void **state) {
   fp_results_free(&done);
   fp_results_free(&file);
   fp_results_free(&whole);
+  assert_int_equal(unsetenv("FUSEPORT_TEST_RESUME_PROBE"), 0);
 }
 
 /* on_cell that raises the stop flag after `after` cells */
@@ -835,6 +850,13 @@ static void test_shard_merge(void **state) {
                      (char *)other, (char *)shard_files[2], NULL};
   assert_int_equal(run_captured(fp_cmd_merge, foreign, err, sizeof err), FP_EXIT_FAIL);
   assert_non_null(strstr(err, "option seed"));
+  /* the same shard run under another FUSEPORT_* variable */
+  argv[n + 2] = NULL;
+  assert_int_equal(setenv("FUSEPORT_TEST_MERGE_PROBE", "1", 1), 0);
+  assert_int_equal(fp_cmd_bench(n + 2, argv), FP_EXIT_OK);
+  assert_int_equal(unsetenv("FUSEPORT_TEST_MERGE_PROBE"), 0);
+  assert_int_equal(run_captured(fp_cmd_merge, foreign, err, sizeof err), FP_EXIT_FAIL);
+  assert_non_null(strstr(err, "different FUSEPORT_* variables"));
 }
 
 /* ---- compare ----------------------------------------------------------------------------------
