@@ -4,7 +4,7 @@
 #
 #   bash bench/gpu_session.sh STAGE... 
 #
-# Stages: tests check sanitize rows clrows bench-cuda bench-opencl torch
+# Stages: tests check sanitize rows clrows elem bench-cuda bench-opencl torch
 #   rows: the warp and cluster builds of the CUDA row kernels
 #         (FUSEPORT_CUDA_ROW_BUILDS=tuned): tests, check and both sanitizers
 #         on them, then the row ops timed with the block policy and with the
@@ -14,6 +14,9 @@
 #         OpenCL: build log with registers and spills, tests, and the row ops
 #         timed against the previous kernels and CUDA (cl_*.json,
 #         cl_compare.txt).
+#   elem: the fused elementwise kernels under each FUSEPORT_CUDA_ELEM_GRID
+#         policy, tested and timed beside torch.compile (elem_*.json,
+#         elem_compare.txt).
 # Environment: OUT (where results go; the device tool sets it), DEADLINE
 # (seconds this call may use, default 570), FP (a fuseport binary; default
 # .gpu/bin/fuseport, built here on this machine's image, else a fresh build),
@@ -176,6 +179,40 @@ stage_clrows() {
     "$FP" compare "$OUT/cl_planned.json" "$OUT/cl_cuda.json"
   } >"$OUT/cl_compare.txt" 2>&1
   grep -E "^==|geometric" "$OUT/cl_compare.txt"
+}
+
+# The grid of the fused elementwise kernels (FUSEPORT_CUDA_ELEM_GRID): the
+# host's, at most 8 or 16 blocks per SM, or one block per 2048 elements,
+# each checked by the ops tests and timed in this call, with torch.compile
+# on the same shapes (64 MiB cells, where a fixed cost shows, and large ones,
+# where bias_dropout_add trails compile).
+ELEM_OPS=pointwise_chain,bias_gelu,bias_dropout_add
+ELEM_SHAPES=2048x4096,1024x8192,4096x4096,8192x8192,65536x4096,16384x65536,128x65536,65536x128,512x512
+stage_elem() {
+  local policy
+  for policy in waves:8 full; do
+    FUSEPORT_CUDA_ELEM_GRID=$policy timeout 120 "$BIN/test_ops" cuda >"$OUT/elem-$policy.log" 2>&1
+    echo "test_ops cuda, elem grid $policy: exit $?" \
+      "($(grep -c '\[  FAILED  \]' "$OUT/elem-$policy.log") failed lines)"
+  done
+  for policy in host waves:8 waves:16 full; do
+    FUSEPORT_CUDA_ELEM_GRID=$policy timeout 100 "$FP" bench --backend cuda --op $ELEM_OPS \
+      --variants fused --shapes $ELEM_SHAPES --rep-ms 10 --quiet --out "$OUT/elem_${policy/:/}.json"
+    echo "elem grid $policy: exit $?"
+  done
+  PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_bench.py --ops $ELEM_OPS --shapes $ELEM_SHAPES \
+    --modes compile --rep-ms 10 --out "$OUT/elem_torch.json" >"$OUT/elem_torch.log" 2>&1
+  echo "torch compile: exit $?"
+  {
+    for f in "$OUT"/elem_waves*.json "$OUT"/elem_full.json; do
+      "$FP" compare "$OUT/elem_host.json" "$f"
+    done
+    for f in "$OUT"/elem_host.json "$OUT"/elem_waves*.json "$OUT"/elem_full.json; do
+      echo "== $f against torch.compile"
+      "$FP" compare "$OUT/elem_torch.json" "$f" --variant compile:fused
+    done
+  } >"$OUT/elem_compare.txt" 2>&1
+  grep -E "^==|geometric" "$OUT/elem_compare.txt"
 }
 
 stage_bench-cuda() { sweep cuda cuda.json; }

@@ -166,11 +166,61 @@ static void test_policy_from_env(void **state) {
   assert_true(unknown);
 }
 
+/* FUSEPORT_CUDA_ELEM_GRID: what parses, and what does not. */
+static void test_elem_policy_from_env(void **state) {
+  (void)state;
+  fp_elem_grid_policy p;
+  assert_true(fp_elem_grid_policy_from_env(NULL, &p));
+  assert_int_equal(p.kind, FP_ELEM_GRID_HOST);
+  assert_true(fp_elem_grid_policy_from_env("host", &p));
+  assert_int_equal(p.kind, FP_ELEM_GRID_HOST);
+  assert_true(fp_elem_grid_policy_from_env("full", &p));
+  assert_int_equal(p.kind, FP_ELEM_GRID_FULL);
+  assert_true(fp_elem_grid_policy_from_env("waves:8", &p));
+  assert_int_equal(p.kind, FP_ELEM_GRID_WAVES);
+  assert_int_equal(p.blocks_per_sm, 8);
+  const char *bad[] = {"waves:", "waves:0", "waves:65", "waves:8x", "wave:8", "Full", "8"};
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; ++k) {
+    assert_false(fp_elem_grid_policy_from_env(bad[k], &p));
+    assert_int_equal(p.kind, FP_ELEM_GRID_HOST);
+  }
+}
+
+/* Every ELEM grid is at least one block and within the device's limit;
+ * waves never exceed K blocks per SM nor the host's grid; full covers every
+ * element with two float4 per thread unless the limit caps it. */
+static void test_elem_grids(void **state) {
+  (void)state;
+  const uint32_t block = 256, max_grid = 0x7fffffffu;
+  const int64_t sizes[] = {1, 3, 1000, 65537, (int64_t)1 << 23, (int64_t)1 << 32, (int64_t)1 << 44};
+  fp_elem_grid_policy host = {FP_ELEM_GRID_HOST, 0}, full = {FP_ELEM_GRID_FULL, 0};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; ++k) {
+    const int64_t n = sizes[k];
+    const int64_t wanted = (n + block - 1) / block;
+    const uint32_t host_groups = (uint32_t)(wanted < 32 * H100_SMS ? wanted : 32 * H100_SMS);
+    assert_int_equal(fp_cuda_plan_elem(host, n, host_groups, block, H100_SMS, max_grid),
+                     host_groups);
+    for (int waves = 1; waves <= 64; waves *= 2) {
+      fp_elem_grid_policy w = {FP_ELEM_GRID_WAVES, waves};
+      const uint32_t g = fp_cuda_plan_elem(w, n, host_groups, block, H100_SMS, max_grid);
+      assert_true(g >= 1 && g <= host_groups && g <= (uint32_t)(waves * H100_SMS));
+    }
+    const uint32_t g = fp_cuda_plan_elem(full, n, host_groups, block, H100_SMS, max_grid);
+    assert_true(g >= 1 && g <= max_grid);
+    if (g < max_grid)
+      assert_true((int64_t)g * block * 8 >= n && ((int64_t)g - 1) * block * 8 < n);
+    assert_int_equal(fp_cuda_plan_elem(full, n, host_groups, block, H100_SMS, 1000),
+                     g < 1000 ? g : 1000);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_preconditions_hold),
       cmocka_unit_test(test_gpu_test_shapes_reach_every_build),
       cmocka_unit_test(test_policy_from_env),
+      cmocka_unit_test(test_elem_policy_from_env),
+      cmocka_unit_test(test_elem_grids),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

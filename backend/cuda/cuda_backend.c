@@ -35,6 +35,7 @@ typedef struct cuda_state {
   const void *kernels[FPK_COUNT];   /* host stubs; NULL: not implemented */
   fp_cuda_tuning tuning[FPK_COUNT]; /* extra builds of the ROWS kernels */
   fp_rows_policy row_policy;        /* FUSEPORT_CUDA_ROW_BUILDS */
+  fp_elem_grid_policy elem_grid;    /* FUSEPORT_CUDA_ELEM_GRID */
   int cc_major, sm_count;
   bool family_loaded[FPF_COUNT];
   double family_load_ms[FPF_COUNT];
@@ -191,6 +192,14 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                         "FUSEPORT_CUDA_ROW_BUILDS='%s': expected 'block' (the default) or 'tuned'",
                         policy);
+  }
+  const char *elem_grid = getenv("FUSEPORT_CUDA_ELEM_GRID");
+  if (!fp_elem_grid_policy_from_env(elem_grid, &s->elem_grid)) {
+    free(s);
+    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                        "FUSEPORT_CUDA_ELEM_GRID='%s': expected 'host' (the default), "
+                        "'waves:K' with K in 1..64, or 'full'",
+                        elem_grid);
   }
   for (int d = 0; d < 3; ++d) {
     s->max_block_dim[d] = prop.maxThreadsDim[d];
@@ -549,6 +558,33 @@ static fp_status check_geometry(fp_context *ctx, fp_kernel_id id, const fp_ndran
   return FP_OK;
 }
 
+/* The element count of the fused elementwise kernels, whose grid
+ * FUSEPORT_CUDA_ELEM_GRID may replace (argument positions: kernels.def);
+ * false for every other kernel. */
+static bool elem_extent(fp_kernel_id id, const fp_karg *args, int nargs, int64_t *n) {
+  int m_arg = -1, n_arg;
+  switch (id) {
+  case FPK_pointwise_chain_fused: /* (out, x, n) */
+    n_arg = 2;
+    break;
+  case FPK_bias_gelu_fused: /* (out, inp, bias, M, N) */
+    m_arg = 3;
+    n_arg = 4;
+    break;
+  case FPK_bias_dropout_add_fused: /* (out, inp, bias, res, M, N, ...) */
+    m_arg = 4;
+    n_arg = 5;
+    break;
+  default:
+    return false;
+  }
+  if (n_arg >= nargs || args[n_arg].kind != FP_ARG_I64 ||
+      (m_arg >= 0 && args[m_arg].kind != FP_ARG_I64))
+    return false;
+  *n = args[n_arg].v.i64 * (m_arg >= 0 ? args[m_arg].v.i64 : 1);
+  return true;
+}
+
 static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd,
                              const fp_karg *args, int nargs) {
   cuda_state *s = state_of(ctx);
@@ -619,6 +655,11 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
     block[0] = plan.block;
     cluster = plan.cluster;
   }
+
+  int64_t elem_n = 0;
+  if (s->elem_grid.kind != FP_ELEM_GRID_HOST && elem_extent(id, args, nargs, &elem_n))
+    grid[0] = fp_cuda_plan_elem(s->elem_grid, elem_n, grid[0], block[0], s->sm_count,
+                                (uint32_t)s->max_grid_dim[0]);
 
   st = use_device(ctx);
   if (st != FP_OK)

@@ -1,6 +1,8 @@
-/* fuseport CUDA backend: the ROWS launch planner (see cuda_plan.h). */
+/* fuseport CUDA backend: the ROWS launch planner and the ELEM grid policy
+ * (see cuda_plan.h). */
 #include "cuda_plan.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 enum {
@@ -90,4 +92,40 @@ fp_rows_policy fp_rows_policy_from_env(const char *value, bool *unknown) {
     return FP_ROWS_POLICY_TUNED;
   *unknown = true;
   return FP_ROWS_POLICY_BLOCK;
+}
+
+bool fp_elem_grid_policy_from_env(const char *value, fp_elem_grid_policy *policy) {
+  policy->kind = FP_ELEM_GRID_HOST;
+  policy->blocks_per_sm = 0;
+  if (value == NULL || value[0] == '\0' || strcmp(value, "host") == 0)
+    return true;
+  if (strcmp(value, "full") == 0) {
+    policy->kind = FP_ELEM_GRID_FULL;
+    return true;
+  }
+  if (strncmp(value, "waves:", 6) == 0) {
+    char *end = NULL;
+    const long k = strtol(value + 6, &end, 10);
+    if (end != value + 6 && *end == '\0' && k >= 1 && k <= 64) {
+      policy->kind = FP_ELEM_GRID_WAVES;
+      policy->blocks_per_sm = (int)k;
+      return true;
+    }
+  }
+  return false;
+}
+
+uint32_t fp_cuda_plan_elem(fp_elem_grid_policy policy, int64_t n, uint32_t host_groups,
+                           uint32_t block, int sm_count, uint32_t max_grid) {
+  int64_t grid = host_groups;
+  if (policy.kind == FP_ELEM_GRID_WAVES && sm_count > 0) {
+    const int64_t cap = (int64_t)sm_count * policy.blocks_per_sm;
+    grid = grid < cap ? grid : cap;
+  } else if (policy.kind == FP_ELEM_GRID_FULL && block > 0 && n > 0) {
+    const int64_t per_block = 8 * (int64_t)block; /* two float4 per thread */
+    grid = (n + per_block - 1) / per_block;
+  }
+  if (grid > (int64_t)max_grid)
+    grid = max_grid;
+  return grid < 1 ? 1 : (uint32_t)grid;
 }
