@@ -25,7 +25,8 @@
 # (passed through to every stage: block or tuned).
 #
 # It expects .gpu/gpu-env.sh (copied from ../shared/device) and the Debian
-# packages in .debs/ to be carried along; see README "Running on a GPU".
+# packages in .debs/ to be carried along: bench/gpu_prepare.sh gathers them
+# and builds .gpu/bin; see README "Running on a GPU".
 set -u
 OUT=${OUT:-/tmp/fp-out}
 DEADLINE=${DEADLINE:-570}
