@@ -358,11 +358,35 @@ static FP_INLINE void fp_rc_scale(fp_rowcache *c, float s, fp_rowpart p) {
 
 /* ---- softmax_fused ------------------------------------------------------------------------ */
 
-/* exp(x - max) * (1 / sum), the CPU's order of operations. The row maximum
- * comes from a max-reduction; the cached path then takes exp(x - max) once
- * per element, the streaming path rescales its online sum to that maximum
- * (one exp per work-item), and a sum-reduction follows. Two cheap reductions
- * rather than one over (max, sum) pairs, whose merges cost two exp each. */
+/* The statistics of one softmax of the row, reached by the whole group: its
+ * maximum and 1 / sum(exp(v - max)), over the values v the cache holds
+ * (cached) or that fp_online_row reads from xr (x itself, or softmax(x)
+ * recomputed with m1, inv1 when `softmaxed`). The cache then holds
+ * exp(v - max). The row maximum comes from a max-reduction; the cached path
+ * then takes exp(v - max) once per element, the streaming path rescales its
+ * online sum to that maximum (one exp per work-item), and a sum-reduction
+ * follows: two cheap reductions rather than one over (max, sum) pairs, whose
+ * merges cost two exp each. */
+static FP_INLINE void fp_softmax_stats(fp_rowcache *c, int cached, int active,
+                                       __global const float *xr, fp_rowpart p, fp_team tm,
+                                       int softmaxed, float m1, float inv1, __local float *slots,
+                                       __local float *partials, float *row_max, float *inv) {
+  float m = -INFINITY, s = 0.0f;
+  if (cached)
+    m = fp_rc_max(c, p);
+  else if (active)
+    fp_online_row(xr, p, tm, softmaxed, m1, inv1, &m, &s);
+  *row_max = fp_team_max(m, tm, slots, partials);
+  if (cached) {
+    fp_rc_exp_shift(c, *row_max, p);
+    s = fp_rc_sum(c, p);
+  } else {
+    s = fp_online_rescale(s, m, *row_max);
+  }
+  *inv = 1.0f / fp_team_sum(s, tm, slots, partials);
+}
+
+/* exp(x - max) * (1 / sum), the CPU's order of operations. */
 __kernel void softmax_fused(__global float *out, __global const float *x, long M, long N) {
   __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];
   const fp_team tm = fp_team_of(N);
@@ -375,21 +399,10 @@ __kernel void softmax_fused(__global float *out, __global const float *x, long M
     __global const float *xr = x + row * N;
     __global float *yr = out + row * N;
     fp_rowcache c;
-    float m = -INFINITY, s = 0.0f;
-    if (cached) {
+    if (cached)
       fp_rc_load(&c, xr, p, tm);
-      m = fp_rc_max(&c, p);
-    } else if (active) {
-      fp_online_row(xr, p, tm, 0, 0.0f, 1.0f, &m, &s);
-    }
-    const float row_max = fp_team_max(m, tm, slots, partials);
-    if (cached) {
-      fp_rc_exp_shift(&c, row_max, p);
-      s = fp_rc_sum(&c, p);
-    } else {
-      s = fp_online_rescale(s, m, row_max);
-    }
-    const float inv = 1.0f / fp_team_sum(s, tm, slots, partials);
+    float row_max, inv;
+    fp_softmax_stats(&c, cached, active, xr, p, tm, 0, 0.0f, 1.0f, slots, partials, &row_max, &inv);
     if (cached) {
       fp_rc_scale(&c, inv, p);
       fp_rc_store(yr, &c, p, tm);
@@ -433,36 +446,13 @@ __kernel void double_softmax_fused(__global float *out, __global const float *x,
     __global const float *xr = x + row * N;
     __global float *yr = out + row * N;
     fp_rowcache c;
-    float m1 = -INFINITY, s1 = 0.0f;
-    if (cached) {
+    if (cached)
       fp_rc_load(&c, xr, p, tm);
-      m1 = fp_rc_max(&c, p);
-    } else if (active) {
-      fp_online_row(xr, p, tm, 0, 0.0f, 1.0f, &m1, &s1);
-    }
-    const float max1 = fp_team_max(m1, tm, slots, partials);
-    if (cached) {
-      fp_rc_exp_shift(&c, max1, p);
-      s1 = fp_rc_sum(&c, p);
-    } else {
-      s1 = fp_online_rescale(s1, m1, max1);
-    }
-    const float inv1 = 1.0f / fp_team_sum(s1, tm, slots, partials);
-    float m2 = -INFINITY, s2 = 0.0f;
-    if (cached) {
-      fp_rc_scale(&c, inv1, p);
-      m2 = fp_rc_max(&c, p);
-    } else if (active) {
-      fp_online_row(xr, p, tm, 1, max1, inv1, &m2, &s2);
-    }
-    const float max2 = fp_team_max(m2, tm, slots, partials);
-    if (cached) {
-      fp_rc_exp_shift(&c, max2, p);
-      s2 = fp_rc_sum(&c, p);
-    } else {
-      s2 = fp_online_rescale(s2, m2, max2);
-    }
-    const float inv2 = 1.0f / fp_team_sum(s2, tm, slots, partials);
+    float max1, inv1, max2, inv2;
+    fp_softmax_stats(&c, cached, active, xr, p, tm, 0, 0.0f, 1.0f, slots, partials, &max1, &inv1);
+    if (cached)
+      fp_rc_scale(&c, inv1, p); /* the cache holds y = softmax(x) */
+    fp_softmax_stats(&c, cached, active, xr, p, tm, 1, max1, inv1, slots, partials, &max2, &inv2);
     if (cached) {
       fp_rc_scale(&c, inv2, p);
       fp_rc_store(yr, &c, p, tm);
