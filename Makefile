@@ -3,11 +3,13 @@
 #                default benchmark on the best backend present
 #   make test    set up, build (CUDA compiled when nvcc is present), run the
 #                tests, then the CPU and OpenCL tests again under
-#                AddressSanitizer + UBSan
+#                AddressSanitizer + UBSan, and the CUDA emulation under
+#                ThreadSanitizer
 # Variables: BUILD (build dir), JOBS, BENCH_ARGS (extra `fuseport bench` flags).
 
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+RACE_BUILD ?= build-race
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BENCH_ARGS ?=
 CMAKE_ARGS ?=
@@ -17,7 +19,7 @@ CMAKE_ARGS ?=
 DEB_PACKAGES = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-headers \
                pocl-opencl-icd clinfo libclblast-dev libcmocka-dev libcjson-dev
 
-.PHONY: all deps configure build bench test test-plain test-asan format clean
+.PHONY: all deps configure build bench test test-plain test-asan test-race format clean
 
 all: build
 
@@ -40,7 +42,7 @@ build: configure
 bench: build
 	./$(BUILD)/fuseport bench $(BENCH_ARGS)
 
-test: test-plain test-asan
+test: test-plain test-asan test-race
 
 test-plain: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -53,8 +55,20 @@ test-asan: deps
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L 'cpu|opencl'
 
+# The CUDA row kernels' CPU emulation (tests/cuda_emu) under ThreadSanitizer:
+# a data race between emulated threads is what compute-sanitizer's racecheck
+# finds on a GPU. It needs the CUDA toolkit's headers, not a GPU; without a
+# toolkit there is nothing to run, and it says so.
+test-race: deps
+	cmake -S . -B $(RACE_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFUSEPORT_EMU_TSAN=ON \
+	  $(CMAKE_ARGS)
+	@if grep -q cuda_emu $(RACE_BUILD)/tests/CTestTestfile.cmake; then \
+	  cmake --build $(RACE_BUILD) -j $(JOBS) --target test_cuda_emu && \
+	  cd $(RACE_BUILD) && ctest --output-on-failure -R '^cuda_emu$$'; \
+	else echo "test-race: SKIPPED: no CUDA toolkit found, no emulated CUDA kernels to check"; fi
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cl')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(RACE_BUILD)
