@@ -29,7 +29,8 @@ static const char check_usage[] =
     "  --op LIST          comma-separated op names, or all (default)\n"
     "  --variant LIST     fused, unfused (default: every variant)\n"
     "  --shapes LIST      MxN shapes (default: 1x1,3x3,1x1000,3x1000,1000x3,\n"
-    "                     7x65537,2x262144,128x256,256x128,33x4097)\n"
+    "                     7x65537,2x262144,128x256,256x128,33x4097,70x509,\n"
+    "                     66x30001,30x12000)\n"
     "  --param NAME=VAL   set a parameter of the ops that have it (repeatable),\n"
     "                     e.g. --param training=true --param p=0.1\n"
     "  --seed N           input seed (default: from the clock; printed)\n"
@@ -49,9 +50,9 @@ static const char check_usage[] =
 
 /* Odd shapes and powers of two; on an H100 they reach every build of the
  * CUDA row kernels (see tests/test_ops.c). */
-static const int64_t default_shapes[][2] = {{1, 1},     {3, 3},     {1, 1000},   {3, 1000},
-                                            {1000, 3},  {7, 65537}, {2, 262144}, {128, 256},
-                                            {256, 128}, {33, 4097}, {70, 509},   {66, 30001}};
+static const int64_t default_shapes[][2] = {
+    {1, 1},     {3, 3},     {1, 1000},  {3, 1000}, {1000, 3},   {7, 65537}, {2, 262144},
+    {128, 256}, {256, 128}, {33, 4097}, {70, 509}, {66, 30001}, {30, 12000}};
 
 typedef struct check_opts {
   fp_cli_target target;

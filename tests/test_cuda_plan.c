@@ -126,16 +126,19 @@ static void test_gpu_test_shapes_reach_every_build(void **state) {
       {1, 1, FP_ROWS_WARP_SHORT, FP_ROWS_WARP, 1},
       {1000, 3, FP_ROWS_WARP_SHORT, FP_ROWS_WARP, 1},
       {128, 256, FP_ROWS_WARP_SHORT, FP_ROWS_WARP, 1},
-      {70, 509, FP_ROWS_WARP, FP_ROWS_WARP, 1},
-      {1, 1000, FP_ROWS_LONG, FP_ROWS_WARP, 1},
-      {64, 1024, FP_ROWS_LONG, FP_ROWS_WARP, 1},
+      /* past 256 floats a row, a block per row (measured as fast or faster) */
+      {70, 509, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
+      {1, 1000, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
+      {64, 1024, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
+      /* at most one row per 4 SMs: a cluster per row */
       {33, 4097, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 2},
-      {66, 30001, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 4},
+      {30, 12000, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 4},
       {5, 65537, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 8},
       {1, 262144, FP_ROWS_LONG, FP_ROWS_CLUSTER, 8},
-      /* the seed grid's few long rows: split over the GPU */
-      {128, 65536, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 8},
-      {256, 32768, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 4},
+      /* more rows, even few long ones: a block per row (measured faster) */
+      {66, 30001, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
+      {128, 65536, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
+      {256, 32768, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
     fp_rows_plan r = plan_for(FP_ROWS_POLICY_TUNED, &reduce_offer, cases[k].M, cases[k].N, 9);

@@ -13,14 +13,15 @@
 #define CTX fp_env.ctx
 
 /* Odd shapes and powers of two; N of 1, 3, 1000, 65537 and 262144. On an
- * H100 (132 SMs) the CUDA row kernels' planner (cuda_kernels.h) sends
- * these to every build: warp per short row (N <= 256: 1x1, 3x3, 1000x3,
- * 128x256), warp per row (257..512: 70x509), block per row (1x1000,
- * 64x1024), cluster of 2, 4 and 8 blocks per row (33x4097, 66x30001,
- * 5x65537) and the streaming long-row block (1x262144). */
-static const int64_t shapes[][2] = {{1, 1},     {3, 3},      {1, 1000},  {1000, 3},
-                                    {5, 65537}, {1, 262144}, {128, 256}, {64, 1024},
-                                    {33, 4097}, {70, 509},   {66, 30001}};
+ * H100 (132 SMs) the CUDA row kernels' planner (backend/cuda/cuda_plan.c)
+ * with FUSEPORT_CUDA_ROW_BUILDS=tuned sends these to every build it uses:
+ * a warp per short row (N <= 256: 1x1, 3x3, 1000x3, 128x256), a block per
+ * row (70x509, 1x1000, 64x1024, 66x30001), a cluster of 2, 4 and 8 blocks
+ * per row (33x4097, 30x12000, 5x65537) and the streaming long-row block
+ * (1x262144). */
+static const int64_t shapes[][2] = {{1, 1},     {3, 3},      {1, 1000},   {1000, 3},
+                                    {5, 65537}, {1, 262144}, {128, 256},  {64, 1024},
+                                    {33, 4097}, {70, 509},   {66, 30001}, {30, 12000}};
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
 /* Runs one problem with one variant and asserts the reference check and the

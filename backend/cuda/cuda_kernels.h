@@ -288,8 +288,10 @@ __device__ __forceinline__ T warp_allreduce(T v, Combine combine) {
 struct alignas(16) BlockScratch {
   unsigned char slot[32][kMaxReduceBytes];
   unsigned char result[kMaxReduceBytes];
-  /* the cluster exchange's two buffers (ClusterTeam) */
+  /* the cluster exchange's two buffers (ClusterTeam), and the slot its
+   * combined result is broadcast through */
   unsigned char exchange[2][kMaxReduceBytes];
+  unsigned char combined[kMaxReduceBytes];
 };
 
 /* Reduction of v over the whole block, returned to every thread.
@@ -462,21 +464,33 @@ struct ClusterTeam {
   /* The block's value goes to one of two exchange buffers, alternately:
    * a block writes a buffer again two exchanges later, after the cluster
    * barrier of the exchange in between, which every block reaches only
-   * once it has read this one. Blocks combine the values in rank order, so
-   * all get the same bits. Kernels end with cluster_done(). */
+   * once it has read this one. Thread 0 alone reads the C values from
+   * distributed shared memory and combines them in rank order (so every
+   * block gets the same bits), then broadcasts through `combined`: every
+   * thread reading all C remote values (measured on an H100) made the
+   * cluster builds slower than one block per row. `combined` is written
+   * again in the next exchange only after its block_allreduce's barriers,
+   * which every thread reaches after reading it here. Kernels end with
+   * cluster_done(). */
   template <class T, class Combine>
   __device__ __forceinline__ T allreduce(T v, T identity, Combine combine) const {
     const T mine = block_allreduce(v, identity, combine);
-    T *buffer = reinterpret_cast<T *>(block_scratch().exchange[parity]);
+    BlockScratch &scratch = block_scratch();
+    T *buffer = reinterpret_cast<T *>(scratch.exchange[parity]);
+    T *result = reinterpret_cast<T *>(scratch.combined);
     parity ^= 1;
     if (threadIdx.x == 0)
       *buffer = mine;
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
     cluster.sync();
-    T r = *cluster.map_shared_rank(buffer, 0);
-    for (unsigned b = 1; b < blocks; ++b)
-      r = combine(r, *cluster.map_shared_rank(buffer, b));
-    return r;
+    if (threadIdx.x == 0) {
+      T r = *cluster.map_shared_rank(buffer, 0);
+      for (unsigned b = 1; b < blocks; ++b)
+        r = combine(r, *cluster.map_shared_rank(buffer, b));
+      *result = r;
+    }
+    __syncthreads();
+    return *result;
   }
 };
 /* No block may exit while another can still read its shared memory. */

@@ -11,7 +11,11 @@ enum {
   CLUSTER_BLOCK_TARGET = 8192, /* floats per block, at most, when C allows */
   CLUSTER_MIN_SHARE = 2048,    /* floats per block, at least, when C grows */
   MAX_BLOCK = 1024,
-  MIN_CLUSTER_BLOCK = 128
+  MIN_CLUSTER_BLOCK = 128,
+  /* Measured on an H100 (docs/PERF.md, 2026-11-23): a warp per row beats a
+   * block per row up to N = 256 (1.3-1.8x at 65536 x 128) and ties or
+   * loses beyond (layernorm 0.88 at 65536 x 512)... */
+  WARP_MAX_N = 256
 };
 /* as the host's fp_rows_range: rows beyond it loop inside the kernels */
 static const int64_t row_groups_cap = (int64_t)1 << 20;
@@ -24,10 +28,12 @@ static uint32_t pow2_ceil(int64_t v) {
 }
 
 /* The rule:
- *   N <= 128 * warp_short_vectors: WARP_SHORT (many short rows: a block of
- *     32 threads per row is capped at 32 blocks, i.e. half an SM);
- *   N <= 128 * warp_vectors: WARP;
- *   sm_90+, longer rows: a cluster of C blocks per row, C the smallest power
+ *   N <= 256 (WARP_MAX_N) and within the cache of a warp build: WARP_SHORT
+ *     if it fits (N <= 128 * warp_short_vectors), else WARP (many short
+ *     rows: a block of 32 threads per row is capped at 32 blocks, i.e. half
+ *     an SM);
+ *   sm_90+ with at most one row per 4 SMs: a cluster of C blocks per row,
+ *     C the smallest power
  *     of two (up to 8) that leaves each block at most 8192 floats, doubled
  *     while the grid has fewer than two blocks per SM and each block keeps
  *     at least 2048 floats; the block size fits the share into the cache:
@@ -46,8 +52,9 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
   const int64_t rows = M < row_groups_cap ? M : row_groups_cap;
   if (policy == FP_ROWS_POLICY_TUNED) {
     const int64_t warp_groups = (rows + WARP_BLOCK / 32 - 1) / (WARP_BLOCK / 32);
-    if ((b->has[FP_ROWS_WARP_SHORT] && N <= 128 * (int64_t)b->warp_short_vectors) ||
-        (b->has[FP_ROWS_WARP] && N <= 128 * (int64_t)b->warp_vectors)) {
+    if (N <= WARP_MAX_N &&
+        ((b->has[FP_ROWS_WARP_SHORT] && N <= 128 * (int64_t)b->warp_short_vectors) ||
+         (b->has[FP_ROWS_WARP] && N <= 128 * (int64_t)b->warp_vectors))) {
       plan.build = b->has[FP_ROWS_WARP_SHORT] && N <= 128 * (int64_t)b->warp_short_vectors
                        ? FP_ROWS_WARP_SHORT
                        : FP_ROWS_WARP;
@@ -55,7 +62,10 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
       plan.block = WARP_BLOCK;
       return plan;
     }
-    if (cc_major >= 9 && b->has[FP_ROWS_CLUSTER]) {
+    /* ... and a cluster per row beats it only while a block per row would
+     * leave most of the GPU idle (5 x 65537: 1.2-2x; 66 x 30001, and 128
+     * rows of 8192 or more: 0.26-0.94) */
+    if (cc_major >= 9 && b->has[FP_ROWS_CLUSTER] && 4 * rows <= (int64_t)sm_count) {
       int64_t C = 1;
       while (C < MAX_CLUSTER && (N + C - 1) / C > CLUSTER_BLOCK_TARGET)
         C *= 2;
