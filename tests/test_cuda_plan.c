@@ -130,12 +130,13 @@ static void test_gpu_test_shapes_reach_every_build(void **state) {
       {70, 509, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
       {1, 1000, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
       {64, 1024, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
-      /* at most one row per 4 SMs: a cluster per row */
-      {33, 4097, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 2},
-      {30, 12000, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 4},
+      /* rows of 16384 or more, at most one per 4 SMs: a cluster per row */
       {5, 65537, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 8},
+      {16, 32768, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 8},
       {1, 262144, FP_ROWS_LONG, FP_ROWS_CLUSTER, 8},
-      /* more rows, even few long ones: a block per row (measured faster) */
+      /* shorter rows, or more of them: a block per row (measured faster) */
+      {33, 4097, FP_ROWS_REGISTERED, FP_ROWS_REGISTERED, 1},
+      {30, 12000, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
       {66, 30001, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
       {128, 65536, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
       {256, 32768, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},

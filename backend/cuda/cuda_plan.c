@@ -15,7 +15,8 @@ enum {
   /* Measured on an H100 (docs/PERF.md, 2026-11-23): a warp per row beats a
    * block per row up to N = 256 (1.3-1.8x at 65536 x 128) and ties or
    * loses beyond (layernorm 0.88 at 65536 x 512)... */
-  WARP_MAX_N = 256
+  WARP_MAX_N = 256,
+  CLUSTER_MIN_N = 16384
 };
 /* as the host's fp_rows_range: rows beyond it loop inside the kernels */
 static const int64_t row_groups_cap = (int64_t)1 << 20;
@@ -32,9 +33,9 @@ static uint32_t pow2_ceil(int64_t v) {
  *     if it fits (N <= 128 * warp_short_vectors), else WARP (many short
  *     rows: a block of 32 threads per row is capped at 32 blocks, i.e. half
  *     an SM);
- *   sm_90+ with at most one row per 4 SMs: a cluster of C blocks per row,
- *     C the smallest power
- *     of two (up to 8) that leaves each block at most 8192 floats, doubled
+ *   sm_90+, rows of at least 16384 floats, at most one row per 4 SMs: a
+ *     cluster of C blocks per row, C the smallest power of two (up to 8)
+ *     that leaves each block at most 8192 floats, doubled
  *     while the grid has fewer than two blocks per SM and each block keeps
  *     at least 2048 floats; the block size fits the share into the cache:
  *     share / (4 * cluster_vectors) threads, a power of two in [128, 1024]
@@ -62,10 +63,13 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
       plan.block = WARP_BLOCK;
       return plan;
     }
-    /* ... and a cluster per row beats it only while a block per row would
-     * leave most of the GPU idle (5 x 65537: 1.2-2x; 66 x 30001, and 128
-     * rows of 8192 or more: 0.26-0.94) */
-    if (cc_major >= 9 && b->has[FP_ROWS_CLUSTER] && 4 * rows <= (int64_t)sm_count) {
+    /* ... and a cluster per row beats it only for a few long rows, where a
+     * block per row leaves most of the GPU idle and takes long: 1.2-2.4x
+     * from 1 to 8 rows of 65536, 0.94-1.54x at 16 x 32768, but 0.74-0.98 at
+     * 30 x 12000 and 33 x 4097 (a cluster's syncs cost a few us) and about
+     * 1.0 from 66 rows on (H200, 2026-11-23) */
+    if (cc_major >= 9 && b->has[FP_ROWS_CLUSTER] && 4 * rows <= (int64_t)sm_count &&
+        N >= CLUSTER_MIN_N) {
       int64_t C = 1;
       while (C < MAX_CLUSTER && (N + C - 1) / C > CLUSTER_BLOCK_TARGET)
         C *= 2;
