@@ -160,13 +160,15 @@ static void test_gpu_test_shapes_reach_every_build(void **state) {
 static void test_policy_from_env(void **state) {
   (void)state;
   bool unknown = true;
-  assert_int_equal(fp_rows_policy_from_env(NULL, &unknown), FP_ROWS_POLICY_BLOCK);
+  assert_int_equal(fp_rows_policy_from_env(NULL, &unknown), FP_ROWS_POLICY_TUNED);
+  assert_false(unknown);
+  assert_int_equal(fp_rows_policy_from_env("", &unknown), FP_ROWS_POLICY_TUNED);
   assert_false(unknown);
   assert_int_equal(fp_rows_policy_from_env("block", &unknown), FP_ROWS_POLICY_BLOCK);
   assert_false(unknown);
   assert_int_equal(fp_rows_policy_from_env("tuned", &unknown), FP_ROWS_POLICY_TUNED);
   assert_false(unknown);
-  assert_int_equal(fp_rows_policy_from_env("fast", &unknown), FP_ROWS_POLICY_BLOCK);
+  assert_int_equal(fp_rows_policy_from_env("fast", &unknown), FP_ROWS_POLICY_TUNED);
   assert_true(unknown);
 }
 

@@ -190,7 +190,7 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
   if (unknown_policy) {
     free(s);
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
-                        "FUSEPORT_CUDA_ROW_BUILDS='%s': expected 'block' (the default) or 'tuned'",
+                        "FUSEPORT_CUDA_ROW_BUILDS='%s': expected 'tuned' (the default) or 'block'",
                         policy);
   }
   const char *elem_grid = getenv("FUSEPORT_CUDA_ELEM_GRID");

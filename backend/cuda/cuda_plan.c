@@ -100,12 +100,12 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
 
 fp_rows_policy fp_rows_policy_from_env(const char *value, bool *unknown) {
   *unknown = false;
-  if (value == NULL || value[0] == '\0' || strcmp(value, "block") == 0)
-    return FP_ROWS_POLICY_BLOCK;
-  if (strcmp(value, "tuned") == 0)
+  if (value == NULL || value[0] == '\0' || strcmp(value, "tuned") == 0)
     return FP_ROWS_POLICY_TUNED;
+  if (strcmp(value, "block") == 0)
+    return FP_ROWS_POLICY_BLOCK;
   *unknown = true;
-  return FP_ROWS_POLICY_BLOCK;
+  return FP_ROWS_POLICY_TUNED;
 }
 
 bool fp_elem_grid_policy_from_env(const char *value, fp_elem_grid_policy *policy) {
