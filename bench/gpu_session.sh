@@ -230,4 +230,7 @@ stage_torch() {
 for stage in "$@"; do
   "stage_$stage"
 done
-log "done"
+# The device tool brings back at most 8 files from $OUT: one archive.
+(cd "$OUT" && files=$(ls | grep -v '^session\.tgz$') && [ -n "$files" ] &&
+  tar czf session.tgz --remove-files $files)
+log "done (results in session.tgz)"
