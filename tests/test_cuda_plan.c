@@ -13,10 +13,10 @@
 
 enum { H100_SMS = 132, HOST_CAP = 1 << 20 };
 
-/* The offer of kernels/cu/reduce.cu (every build) and of horizontal.cu (no
- * long-row or short warp build; a warp build of 8 vectors; a streaming
- * cluster build). */
-static const fp_rows_builds reduce_offer = {{true, true, true, true}, 2, 4, 4};
+/* The offer of kernels/cu/reduce.cu (no WARP build: WARP_SHORT covers the
+ * rows warps are used for) and of horizontal.cu (no long-row or short warp
+ * build; a warp build of 8 vectors; a streaming cluster build). */
+static const fp_rows_builds reduce_offer = {{true, true, false, true}, 2, 0, 4};
 static const fp_rows_builds hreduce_offer = {{false, false, true, true}, 0, 8, 0};
 
 /* The host's ROWS request (ops/primitives.c fp_rows_range). */

@@ -548,9 +548,9 @@ __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, co
  *               L2;
  *   warp_short  a warp per row, 8 rows per 256-thread block, <= 2 vectors
  *               per lane (rows <= 256 floats), 40 to 56 registers;
- *   warp        a warp per row, <= 4 vectors per lane (rows <= 512; longer
- *               rows get blocks of 64 threads or more, which are not capped
- *               below a full SM);
+ *               (A warp build of 4 vectors per lane, rows <= 512, was
+ *               measured on an H100 no faster than a block per row from
+ *               N = 257 on, and removed.)
  *   cluster     a cluster of 2..8 blocks per row (sm_90), <= 4 vectors per
  *               thread (64 registers): rows of up to 8 * 16384 floats read
  *               once, and a few long rows spread over the whole GPU.
@@ -559,20 +559,17 @@ __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, co
  * Warp builds need no shared memory and no barriers: a block of 32-thread
  * groups would be capped at 32 blocks (1024 threads) per SM. */
 
-/* The five builds of kernel NAME(PARAMS): ROWS_FN<K>(team, ARGS) over each
- * team, with the registered, warp_short and warp builds' register caps and
+/* The four builds of kernel NAME(PARAMS): ROWS_FN<K>(team, ARGS) over each
+ * team, with the registered and warp_short builds' register caps and
  * the long-row build's cache depth. The cluster build caches 4 float4 per
  * thread at 64 registers (the planner's cluster_vectors). */
-#define FPCU_ROW_KERNEL(NAME, ROWS_FN, REGS, REGS_WARP_SHORT, REGS_WARP, LONG_K, PARAMS, ARGS)     \
+#define FPCU_ROW_KERNEL(NAME, ROWS_FN, REGS, REGS_WARP_SHORT, LONG_K, PARAMS, ARGS)                \
   static __global__ void __maxnreg__(REGS) NAME PARAMS { FPCU_ROWS_BLOCK(ROWS_FN<2> ARGS); }       \
   static __global__ void __launch_bounds__(kMaxBlock, 1) NAME##_long_rows PARAMS {                 \
     FPCU_ROWS_BLOCK(ROWS_FN<LONG_K> ARGS);                                                         \
   }                                                                                                \
   static __global__ void __maxnreg__(REGS_WARP_SHORT) NAME##_warp_short PARAMS {                   \
     FPCU_ROWS_WARP(ROWS_FN<2> ARGS);                                                               \
-  }                                                                                                \
-  static __global__ void __maxnreg__(REGS_WARP) NAME##_warp PARAMS {                               \
-    FPCU_ROWS_WARP(ROWS_FN<4> ARGS);                                                               \
   }                                                                                                \
   static __global__ void __maxnreg__(64) NAME##_cluster PARAMS {                                   \
     FPCU_ROWS_CLUSTER(ROWS_FN<4> ARGS);                                                            \
@@ -582,28 +579,28 @@ __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, co
 #define FPCU_ROWS_ARGS (team, out, x, M, N)
 
 /* softmax_fused(out, x, M, N)                                          ROWS */
-FPCU_ROW_KERNEL(softmax_fused, softmax_rows, 32, 40, 64, 8, FPCU_ROWS_PARAMS, FPCU_ROWS_ARGS)
+FPCU_ROW_KERNEL(softmax_fused, softmax_rows, 32, 40, 8, FPCU_ROWS_PARAMS, FPCU_ROWS_ARGS)
 
 /* double_softmax_fused(out, x, M, N): softmax(softmax(x)). Its long-row
  * cache of 8 float4 spills: 4 (rows of up to 16384 floats read once; on
  * sm_90 the cluster build takes the longer ones).                      ROWS */
-FPCU_ROW_KERNEL(double_softmax_fused, double_softmax_rows, 32, 40, 64, 4, FPCU_ROWS_PARAMS,
+FPCU_ROW_KERNEL(double_softmax_fused, double_softmax_rows, 32, 40, 4, FPCU_ROWS_PARAMS,
                 FPCU_ROWS_ARGS)
 
 /* softmax_backward_fused(grad_in, grad_out, y, M, N): two rows cached, so
  * more registers for the warp builds.                                  ROWS */
-FPCU_ROW_KERNEL(softmax_backward_fused, softmax_backward_rows, 40, 48, 80, 4,
+FPCU_ROW_KERNEL(softmax_backward_fused, softmax_backward_rows, 40, 48, 4,
                 (float *grad_in, const float *grad_out, const float *y, long long M, long long N),
                 (team, grad_in, grad_out, y, M, N))
 
 /* layernorm_fused(out, mean, rstd, x, w, b, M, N, eps)                  ROWS */
-FPCU_ROW_KERNEL(layernorm_fused, layernorm_rows, 40, 56, 72, 4,
+FPCU_ROW_KERNEL(layernorm_fused, layernorm_rows, 40, 56, 4,
                 (float *out, float *mean, float *rstd, const float *x, const float *w,
                  const float *b, long long M, long long N, float eps),
                 (team, out, mean, rstd, x, w, b, M, N, eps))
 
 /* norm_chain_fused(out, x, M, N): three times s = sum_j(x); x = x*s.     ROWS */
-FPCU_ROW_KERNEL(norm_chain_fused, norm_chain_rows, 32, 40, 64, 8, FPCU_ROWS_PARAMS, FPCU_ROWS_ARGS)
+FPCU_ROW_KERNEL(norm_chain_fused, norm_chain_rows, 32, 40, 8, FPCU_ROWS_PARAMS, FPCU_ROWS_ARGS)
 
 extern "C" void fp_cuda_register_reduce(const void *table[FPK_COUNT]) {
   table[FPK_softmax_fused] = reinterpret_cast<const void *>(&softmax_fused);
@@ -616,9 +613,8 @@ extern "C" void fp_cuda_register_reduce(const void *table[FPK_COUNT]) {
 /* The builds of each kernel and where its M and N are. */
 #define FPCU_ROW_BUILDS(kernel, arg_m, arg_n)                                                      \
   rows_tuning(reinterpret_cast<const void *>(&kernel##_long_rows),                                 \
-              reinterpret_cast<const void *>(&kernel##_warp_short),                                \
-              reinterpret_cast<const void *>(&kernel##_warp),                                      \
-              reinterpret_cast<const void *>(&kernel##_cluster), arg_m, arg_n, 2, 4, 4)
+              reinterpret_cast<const void *>(&kernel##_warp_short), nullptr,                       \
+              reinterpret_cast<const void *>(&kernel##_cluster), arg_m, arg_n, 2, 0, 4)
 
 extern "C" void fp_cuda_register_tuning_reduce(fp_cuda_tuning table[FPK_COUNT]) {
   table[FPK_softmax_fused] = FPCU_ROW_BUILDS(softmax_fused, 2, 3);
