@@ -88,46 +88,63 @@ static float fp_bda_one(float v, float r, long idx, float p, float scale, long s
 
 /* The common layout: out and res row-major [M, N], bias a broadcast [N]
  * (sb0 == 0, sb1 == 1), N % 4 == 0. The rows are then whole quads, so the
- * kernel walks [M, N/4] with 16-byte accesses (aligned: see
- * pointwise_chain_fused), FP_ELEM_UNROLL quads of each of inp, bias and res
- * in flight per work-item, as bias_gelu_fused does; the bias quads come from
- * cache after the first row. The element (i, 4q + c) keeps its logical index
- * i*N + 4q + c as dropout counter, so exactly the same elements drop as on
- * the generic path. Expected on the H100 to run at bias_gelu's bandwidth
- * (its float4 walk measured 0.95 of CUDA where this kernel's generic
- * strided walk measured 0.70). */
-static void fp_bda_rows4(__global float *out, __global const float *inp, __global const float *bias,
-                         __global const float *res, long M, long N, float p, float scale, long seed,
-                         int training) {
-  fp_pos pos[FP_ELEM_UNROLL];
-  long di, dj;
-  const long NQ = N / 4;
+ * kernel walks the M * N/4 quads as one flat range with 16-byte accesses
+ * (aligned: see pointwise_chain_fused), FP_BDA_UNROLL quads of each of inp,
+ * bias and res in flight per work-item; the bias quads come from cache after
+ * the first row. Quad k is element (i, 4j..4j+3) with i*N + 4j = 4k, so the
+ * logical index 4k + c is the dropout counter (exactly the same elements
+ * drop as on the generic path) and only the bias column j = k mod N/4 is
+ * tracked: j0 for the first quad of the step, advanced by a conditional
+ * subtraction, the others derived from it each step. Register budget: the
+ * earlier walk kept (i, j) pairs of 64-bit indices per unrolled quad beside
+ * 8 float4 of data and spilled 188 bytes under NVIDIA's 64-register cap
+ * (-cl-nv-verbose, H200, driver 580), measured at 0.56-0.64 of CUDA's speed
+ * where bias_gelu's walk of two streams reached 0.95. Two quads per stream
+ * rather than FP_ELEM_UNROLL's four: with three streams, four kept twelve
+ * 64-bit addresses beside 32 floats of data and still spilled (clang's PTX
+ * through ptxas at the same cap), and 6 x 16 bytes per work-item at 1024
+ * work-items per SM is still about four times the bytes in flight an SM
+ * needs to cover the memory latency of an H200. */
+#define FP_BDA_UNROLL 2
+static FP_INLINE void fp_bda_rows4(__global float *out, __global const float *inp,
+                                   __global const float *bias, __global const float *res, long M,
+                                   long N, float p, float scale, long seed, int training) {
+  const long NQ = N / 4, quads = M * NQ;
+  const long S = (long)get_global_size(0);
+  long k = (long)get_global_id(0);
+  if (k >= quads)
+    return;
   __global const float4 *inp4 = (__global const float4 *)inp;
   __global const float4 *bias4 = (__global const float4 *)bias;
   __global const float4 *res4 = (__global const float4 *)res;
   __global float4 *out4 = (__global float4 *)out;
-  if (!fp_walk_begin(M, NQ, pos, &di, &dj))
-    return;
-  for (; pos[0].i < M; fp_walk_next(pos, NQ, di, dj)) {
-    float4 v[FP_ELEM_UNROLL], rv[FP_ELEM_UNROLL];
+  long j0 = k % NQ;
+  const long sj = S % NQ, sj_step = (FP_BDA_UNROLL * S) % NQ;
+  for (; k < quads; k += FP_BDA_UNROLL * S) {
+    float4 v[FP_BDA_UNROLL], rv[FP_BDA_UNROLL];
+    long j = j0;
 #pragma unroll
-    for (int u = 0; u < FP_ELEM_UNROLL; ++u) {
-      const long k = pos[u].i * NQ + pos[u].j;
-      v[u] = pos[u].i < M ? inp4[k] + bias4[pos[u].j] : (float4)(0.0f);
-      rv[u] = pos[u].i < M ? res4[k] : (float4)(0.0f);
+    for (int u = 0; u < FP_BDA_UNROLL; ++u) {
+      const long ku = k + u * S;
+      v[u] = ku < quads ? inp4[ku] + bias4[j] : (float4)(0.0f);
+      rv[u] = ku < quads ? res4[ku] : (float4)(0.0f);
+      j += sj;
+      j = j >= NQ ? j - NQ : j;
     }
 #pragma unroll
-    for (int u = 0; u < FP_ELEM_UNROLL; ++u) {
-      if (pos[u].i < M) {
-        const long k = pos[u].i * NQ + pos[u].j, idx = 4 * k; /* i*N + 4j */
+    for (int u = 0; u < FP_BDA_UNROLL; ++u) {
+      const long ku = k + u * S, idx = 4 * ku; /* i*N + 4j */
+      if (ku < quads) {
         float4 o;
         o.x = fp_bda_one(v[u].x, rv[u].x, idx, p, scale, seed, training);
         o.y = fp_bda_one(v[u].y, rv[u].y, idx + 1, p, scale, seed, training);
         o.z = fp_bda_one(v[u].z, rv[u].z, idx + 2, p, scale, seed, training);
         o.w = fp_bda_one(v[u].w, rv[u].w, idx + 3, p, scale, seed, training);
-        out4[k] = o;
+        out4[ku] = o;
       }
     }
+    j0 += sj_step;
+    j0 = j0 >= NQ ? j0 - NQ : j0;
   }
 }
 
@@ -138,7 +155,12 @@ __kernel void bias_dropout_add_fused(__global float *out, __global const float *
                                      long N, long sb0, long sb1, long sr0, long sr1, long so0,
                                      long so1, float p, float scale, long seed, int training) {
   if ((N & 3) == 0 && sb0 == 0 && sb1 == 1 && sr0 == N && sr1 == 1 && so0 == N && so1 == 1) {
-    fp_bda_rows4(out, inp, bias, res, M, N, p, scale, seed, training);
+    /* two inlined copies, training a constant in each: the evaluation loop
+     * then keeps no Philox state live (its own register allocation) */
+    if (training)
+      fp_bda_rows4(out, inp, bias, res, M, N, p, scale, seed, 1);
+    else
+      fp_bda_rows4(out, inp, bias, res, M, N, p, scale, seed, 0);
     return;
   }
   fp_pos pos[FP_ELEM_UNROLL];
