@@ -33,6 +33,19 @@
  *   FUSEPORT_OPENCL_HOST_GEOMETRY=1  launch the ROWS kernels with the host's
  *                                  geometry instead of plan_rows' (to check
  *                                  that the kernels are right for any L)
+ *   FUSEPORT_OPENCL_ROW_VEC=K      float4 per work-item in the row cache of
+ *                                  reduce.cl (1..8, default 4): sets
+ *                                  FP_ROW_VEC in the build and in plan_rows
+ *   FUSEPORT_OPENCL_ROWS_MAX_GROUP=L  largest planned group of a row kernel
+ *                                  whose rows fit the cache (32..1024, a
+ *                                  power of two; default 1024): longer rows
+ *                                  stream
+ *   FUSEPORT_OPENCL_STREAM_GROUP=L the planned group of a row kernel whose
+ *                                  rows stream (32..1024, power of two;
+ *                                  default 1024)
+ *   FUSEPORT_OPENCL_ROW_VARIANTS=0 launch the generic row kernels (both
+ *                                  paths in one) instead of their _cached
+ *                                  and _stream specialisations
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -78,6 +91,39 @@ static const char *const family_sources[FPF_COUNT] = {
 
 #define FP_CL_DEFAULT_L2_BYTES (4ull << 20)
 
+/* The launch planner's constants (see plan_rows) and defaults of its
+ * tuning variables. */
+#define FP_CL_ROW_VEC 4           /* default FP_ROW_VEC of common.cl */
+#define FP_CL_MIN_TEAM 4          /* FP_MIN_TEAM of common.cl */
+#define FP_CL_ROWS_GROUP 256      /* smallest planned group */
+#define FP_CL_ROWS_MAX_GROUP 1024 /* largest group of cached rows */
+#define FP_CL_STREAM_GROUP 1024   /* group of streaming rows */
+#define FP_CL_ROWS_MAX_GROUPS (1u << 20)
+
+/* The argument positions of M and N of the planned kernels; false for every
+ * other kernel (host geometry). */
+static bool rows_mn_args(fp_kernel_id id, int *m_arg, int *n_arg) {
+  switch (id) {
+  case FPK_softmax_fused:
+  case FPK_double_softmax_fused:
+  case FPK_norm_chain_fused:
+    *m_arg = 2;
+    break;
+  case FPK_softmax_backward_fused:
+  case FPK_hreduce_pointwise_fused:
+  case FPK_hreduce_reduce_fused:
+    *m_arg = 3;
+    break;
+  case FPK_layernorm_fused:
+    *m_arg = 6;
+    break;
+  default:
+    return false;
+  }
+  *n_arg = *m_arg + 1;
+  return true;
+}
+
 /* ---- state ------------------------------------------------------------------ */
 
 typedef struct cl_family_state {
@@ -106,6 +152,13 @@ typedef struct cl_state {
   cl_kernel kernels[FPK_COUNT];         /* NULL: not built yet, or absent */
   size_t kernel_group_limit[FPK_COUNT]; /* CL_KERNEL_WORK_GROUP_SIZE, for messages */
   bool host_geometry;                   /* FUSEPORT_OPENCL_HOST_GEOMETRY: no plan_rows */
+  /* the _cached and _stream specialisations of a row kernel (common.cl,
+   * FP_ROWS_KERNELS); NULL where the family has none */
+  cl_kernel row_kernels[FPK_COUNT][2];
+  uint32_t row_vec;        /* FUSEPORT_OPENCL_ROW_VEC */
+  uint32_t rows_max_group; /* FUSEPORT_OPENCL_ROWS_MAX_GROUP */
+  uint32_t stream_group;   /* FUSEPORT_OPENCL_STREAM_GROUP */
+  bool generic_rows;       /* FUSEPORT_OPENCL_ROW_VARIANTS=0 */
 } cl_state;
 
 /* What an fp_event handle points to. */
@@ -396,9 +449,13 @@ static void release_state(cl_state *cl) {
     return;
   if (cl->queue != NULL)
     clFinish(cl->queue); /* nothing may still run on what is released below */
-  for (int k = 0; k < FPK_COUNT; ++k)
+  for (int k = 0; k < FPK_COUNT; ++k) {
     if (cl->kernels[k] != NULL)
       clReleaseKernel(cl->kernels[k]);
+    for (int v = 0; v < 2; ++v)
+      if (cl->row_kernels[k][v] != NULL)
+        clReleaseKernel(cl->row_kernels[k][v]);
+  }
   for (int f = 0; f < FPF_COUNT; ++f) {
     if (cl->families[f].program != NULL)
       clReleaseProgram(cl->families[f].program);
@@ -510,6 +567,27 @@ static fp_status query_device(fp_context *ctx, cl_state *cl) {
   return FP_OK;
 }
 
+/* An unsigned tuning variable: `fallback` when unset or empty; false when it
+ * is not a whole number in [lo, hi] (or not a power of two, if asked). */
+static bool env_u32(const char *name, uint32_t lo, uint32_t hi, bool pow2, uint32_t fallback,
+                    uint32_t *value) {
+  *value = fallback;
+  const char *text = getenv(name);
+  if (text == NULL || *text == '\0')
+    return true;
+  char *end = NULL;
+  const unsigned long v = strtoul(text, &end, 10);
+  if (end == text || *end != '\0' || v < lo || v > hi || (pow2 && (v & (v - 1)) != 0))
+    return false;
+  *value = (uint32_t)v;
+  return true;
+}
+
+static const char *env_or_unset(const char *name) {
+  const char *text = getenv(name);
+  return text != NULL ? text : "(unset)";
+}
+
 /* Creates the context and the queue on the chosen device. */
 static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device_id device) {
   cl_state *cl = calloc(1, sizeof *cl);
@@ -520,7 +598,23 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
   const char *host_geometry = getenv("FUSEPORT_OPENCL_HOST_GEOMETRY");
   cl->host_geometry =
       host_geometry != NULL && *host_geometry != '\0' && strcmp(host_geometry, "0") != 0;
-  fp_status st = query_device(ctx, cl);
+  const char *variants = getenv("FUSEPORT_OPENCL_ROW_VARIANTS");
+  cl->generic_rows = variants != NULL && strcmp(variants, "0") == 0;
+  fp_status st = FP_OK;
+  if (!env_u32("FUSEPORT_OPENCL_ROW_VEC", 1, 8, false, FP_CL_ROW_VEC, &cl->row_vec) ||
+      !env_u32("FUSEPORT_OPENCL_ROWS_MAX_GROUP", 32, 1024, true, FP_CL_ROWS_MAX_GROUP,
+               &cl->rows_max_group) ||
+      !env_u32("FUSEPORT_OPENCL_STREAM_GROUP", 32, 1024, true, FP_CL_STREAM_GROUP,
+               &cl->stream_group))
+    st = fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                      "FUSEPORT_OPENCL_ROW_VEC must be 1..8, FUSEPORT_OPENCL_ROWS_MAX_GROUP and "
+                      "FUSEPORT_OPENCL_STREAM_GROUP powers of two in 32..1024 (got '%s', '%s', "
+                      "'%s')",
+                      env_or_unset("FUSEPORT_OPENCL_ROW_VEC"),
+                      env_or_unset("FUSEPORT_OPENCL_ROWS_MAX_GROUP"),
+                      env_or_unset("FUSEPORT_OPENCL_STREAM_GROUP"));
+  if (st == FP_OK)
+    st = query_device(ctx, cl);
   if (st != FP_OK) {
     release_state(cl);
     return st;
@@ -988,7 +1082,7 @@ static fp_status build_family_now(fp_context *ctx, cl_state *cl, fp_kernel_famil
 
   const char *extra = getenv("FUSEPORT_OPENCL_BUILD_OPTIONS");
   char options[1024];
-  snprintf(options, sizeof options, "%s%s%s%s", FP_CL_BUILD_OPTIONS,
+  snprintf(options, sizeof options, "%s -DFP_ROW_VEC=%u%s%s%s", FP_CL_BUILD_OPTIONS, cl->row_vec,
            cl->nv_compiler_options ? FP_CL_NV_BUILD_OPTIONS : "",
            extra != NULL && *extra != '\0' ? " " : "", extra != NULL ? extra : "");
 
@@ -1048,6 +1142,28 @@ static fp_status build_family_now(fp_context *ctx, cl_state *cl, fp_kernel_famil
     }
     cl->kernel_group_limit[k] = limit;
   }
+  /* the specialisations of the row kernels, where the program has them */
+  static const char *const suffixes[2] = {"_cached", "_stream"};
+  for (int k = 0; k < FPK_COUNT && st == FP_OK; ++k) {
+    int m_arg, n_arg;
+    if (fp_kernel_family_of((fp_kernel_id)k) != family || cl->kernels[k] == NULL ||
+        !rows_mn_args((fp_kernel_id)k, &m_arg, &n_arg))
+      continue;
+    for (int v = 0; v < 2 && st == FP_OK; ++v) {
+      char vname[128];
+      snprintf(vname, sizeof vname, "%s%s", fp_kernel_name((fp_kernel_id)k), suffixes[v]);
+      cl_kernel kernel = clCreateKernel(program, vname, &err);
+      if (err == CL_INVALID_KERNEL_NAME)
+        continue; /* none: the generic kernel serves */
+      if (err != CL_SUCCESS) {
+        snprintf(message, sizeof message, "clCreateKernel(%s, kernels/cl/%s.cl) failed: %s (%d)",
+                 vname, fname, cl_error_string(err), (int)err);
+        st = status_of(err);
+        break;
+      }
+      cl->row_kernels[k][v] = kernel;
+    }
+  }
   if (st == FP_OK && missing[0] != '\0') {
     snprintf(message, sizeof message,
              "kernels/cl/%s.cl built on '%s' but lacks required kernel(s) %s (kernels.def)", fname,
@@ -1058,9 +1174,17 @@ static fp_status build_family_now(fp_context *ctx, cl_state *cl, fp_kernel_famil
 
   if (st != FP_OK) {
     for (int k = 0; k < FPK_COUNT; ++k) {
-      if (fp_kernel_family_of((fp_kernel_id)k) == family && cl->kernels[k] != NULL) {
+      if (fp_kernel_family_of((fp_kernel_id)k) != family)
+        continue;
+      if (cl->kernels[k] != NULL) {
         clReleaseKernel(cl->kernels[k]);
         cl->kernels[k] = NULL;
+      }
+      for (int v = 0; v < 2; ++v) {
+        if (cl->row_kernels[k][v] != NULL) {
+          clReleaseKernel(cl->row_kernels[k][v]);
+          cl->row_kernels[k][v] = NULL;
+        }
       }
     }
     if (program != NULL)
@@ -1126,64 +1250,41 @@ static fp_status ocl_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *co
  * horizontal.cl with a geometry of its own. Those kernels split a group of L
  * into teams of T work-items, one row per team (common.cl, fp_team_of): T is
  * the smallest power of two >= FP_CL_MIN_TEAM for which each work-item has
- * at most FP_CL_ROW_VEC float4 vectors of the row, capped at L; a row fits
+ * at most FP_ROW_VEC float4 vectors of the row, capped at L; a row fits
  * the register cache (read from global memory once) when
- * floor(N/4) <= T * FP_CL_ROW_VEC.
+ * floor(N/4) <= T * FP_ROW_VEC. FP_ROW_VEC is the backend's row_vec
+ * (FUSEPORT_OPENCL_ROW_VEC, default 4), passed to every build as -D.
  * The host asks for L = pow2_ceil(N/16) in [32, 1024] and one group per row
  * (ops/primitives.c, fp_rows_range). The plan instead:
- *   - T = that team size for N with L unbounded, capped at the largest group
- *     (1024, or less where the device is smaller): rows of up to 16384
- *     floats are cached, 4 float4 per work-item; longer rows stream with
- *     T = L = 1024;
- *   - L = max(T, FP_CL_ROWS_GROUP): short rows share a group, L / T rows per
- *     group (a row of 128 is a team of 8, 32 rows per group of 256), where
- *     the host's geometry gives each a 32-wide group, mostly idle, and the
- *     H100's limit of 32 resident groups per SM then caps it at half its
- *     threads (docs/PERF.md);
+ *   - T = that team size for N with L unbounded, capped at the largest
+ *     cached group (FUSEPORT_OPENCL_ROWS_MAX_GROUP, default 1024, or less
+ *     where the device is smaller): rows of up to 1024 * 4 * 4 = 16384
+ *     floats are cached by default; longer rows stream with
+ *     L = FUSEPORT_OPENCL_STREAM_GROUP (default 1024);
+ *   - cached: L = max(T, FP_CL_ROWS_GROUP): short rows share a group, L / T
+ *     rows per group (a row of 128 is a team of 8, 32 rows per group of
+ *     256), where the host's geometry gives each a 32-wide group, mostly
+ *     idle, and the H100's limit of 32 resident groups per SM then caps it
+ *     at half its threads (docs/PERF.md);
  *   - groups: enough for every row at L / T rows per group, at most 2^20 as
  *     the host's (larger M loops inside the kernel).
- * Expected, not measured on a GPU: every fused ROWS kernel reads each row of
- * up to 16384 floats once, where the host's geometry made layernorm and
- * softmax_backward stream (2-3 reads) from N = 1024 on. The two constants
- * below must match kernels/cl/common.cl; were a build to change FP_ROW_VEC
- * (FUSEPORT_OPENCL_BUILD_OPTIONS), the kernels stay correct and only the
- * rows the plan meant to cache may stream. */
-#define FP_CL_ROW_VEC 4      /* FP_ROW_VEC of common.cl */
-#define FP_CL_MIN_TEAM 4     /* FP_MIN_TEAM of common.cl */
-#define FP_CL_ROWS_GROUP 256 /* smallest planned group */
-#define FP_CL_ROWS_MAX_GROUPS (1u << 20)
-
-/* The argument positions of M and N of the planned kernels; false for every
- * other kernel (host geometry). */
-static bool rows_mn_args(fp_kernel_id id, int *m_arg, int *n_arg) {
-  switch (id) {
-  case FPK_softmax_fused:
-  case FPK_double_softmax_fused:
-  case FPK_norm_chain_fused:
-    *m_arg = 2;
-    break;
-  case FPK_softmax_backward_fused:
-  case FPK_hreduce_pointwise_fused:
-  case FPK_hreduce_reduce_fused:
-    *m_arg = 3;
-    break;
-  case FPK_layernorm_fused:
-    *m_arg = 6;
-    break;
-  default:
-    return false;
-  }
-  *n_arg = *m_arg + 1;
-  return true;
-}
-
+ * Measured on an H200 (docs/PERF.md): planned teams cached rows once, but
+ * the generic kernels, which hold the cache and the streaming loop at
+ * once, spilled under the 64-register cap and ran at 0.5-0.65 of CUDA;
+ * hence the specialisations. */
 /* Replaces the host's 1-D geometry of a planned ROWS kernel (global and
- * local of dimension 0); leaves it alone for any other kernel, with
- * FUSEPORT_OPENCL_HOST_GEOMETRY, or where the arguments do not look as
- * kernels.def says (the shared layer has checked them; this is defence). */
+ * local of dimension 0) and picks the kernel: its _cached specialisation
+ * when the planned team holds the row in registers, its _stream one
+ * otherwise (the generic kernel where the program has none, or with
+ * FUSEPORT_OPENCL_ROW_VARIANTS=0). Leaves geometry and kernel alone for any
+ * other kernel, with FUSEPORT_OPENCL_HOST_GEOMETRY, or where the arguments
+ * do not look as kernels.def says (the shared layer has checked them; this
+ * is defence). The rule mirrors fp_team_of of common.cl: the kernel
+ * derives its team from N and L alone, so a _cached launch is only planned
+ * where that team fits the row (the kernel would otherwise write nothing). */
 static void plan_rows(const fp_context *ctx, const cl_state *cl, fp_kernel_id id,
                       const fp_ndrange *nd, const fp_karg *args, int nargs, size_t *global,
-                      size_t *local) {
+                      size_t *local, cl_kernel *kernel) {
   int m_arg = 0, n_arg = 0;
   if (cl->host_geometry || nd->dims != 1 || !rows_mn_args(id, &m_arg, &n_arg) || n_arg >= nargs ||
       args[m_arg].kind != FP_ARG_I64 || args[n_arg].kind != FP_ARG_I64)
@@ -1194,19 +1295,32 @@ static void plan_rows(const fp_context *ctx, const cl_state *cl, fp_kernel_id id
     max_local *= 2;
   if (M <= 0 || N < 0 || max_local < 32)
     return;
-  const int64_t need = ((N / 4) + FP_CL_ROW_VEC - 1) / FP_CL_ROW_VEC;
+  const uint32_t cache_cap = cl->rows_max_group < max_local ? cl->rows_max_group : max_local;
+  const int64_t need = ((N / 4) + cl->row_vec - 1) / cl->row_vec;
   uint32_t team = FP_CL_MIN_TEAM;
-  while (team < need && team < max_local)
+  while (team < need && team < cache_cap)
     team *= 2;
-  uint32_t group = FP_CL_ROWS_GROUP < max_local ? FP_CL_ROWS_GROUP : max_local;
-  if (team > group)
-    group = team;
+  const bool cached = N / 4 <= (int64_t)team * cl->row_vec;
+  uint32_t group;
+  if (cached) {
+    group = FP_CL_ROWS_GROUP < max_local ? FP_CL_ROWS_GROUP : max_local;
+    if (team > group)
+      group = team;
+  } else {
+    group = cl->stream_group < max_local ? cl->stream_group : max_local;
+    team = FP_CL_MIN_TEAM; /* fp_team_of's team for this group */
+    while (team < need && team < group)
+      team *= 2;
+  }
   const uint64_t rows_per_group = group / team;
   uint64_t groups = ((uint64_t)M + rows_per_group - 1) / rows_per_group;
   if (groups > FP_CL_ROWS_MAX_GROUPS)
     groups = FP_CL_ROWS_MAX_GROUPS;
   *local = group;
   *global = (size_t)(groups * group);
+  cl_kernel variant = cl->row_kernels[id][cached ? 0 : 1];
+  if (!cl->generic_rows && variant != NULL)
+    *kernel = variant;
 }
 
 static fp_status ocl_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd,
@@ -1226,7 +1340,7 @@ static fp_status ocl_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *
     global[d] = (size_t)nd->global[d];
     local[d] = nd->local[d];
   }
-  plan_rows(ctx, cl, id, nd, args, nargs, &global[0], &local[0]);
+  plan_rows(ctx, cl, id, nd, args, nargs, &global[0], &local[0], &kernel);
   for (int a = 0; a < nargs; ++a) {
     cl_int err = CL_SUCCESS;
     switch (args[a].kind) {

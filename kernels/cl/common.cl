@@ -189,6 +189,44 @@ static FP_INLINE int fp_row_cached(long N, fp_team tm) {
   return (N >> 2) <= (long)tm.size * FP_ROW_VEC;
 }
 
+/* ---- three kernels per row operator -------------------------------------------------
+ * Each row kernel of reduce.cl is written once, as fp_<op>_rows(..., mode),
+ * and compiled three times (FP_ROWS_KERNELS):
+ *   <op>_fused         mode ANY: chooses the cached or the streaming path at
+ *                      run time; correct for any geometry (kernels.def's
+ *                      contract, and what the host geometry launches);
+ *   <op>_fused_cached  mode CACHED: only the register-cache path; a launch
+ *                      whose rows do not fit returns at once (uniformly,
+ *                      before any barrier) and writes nothing;
+ *   <op>_fused_stream  mode STREAM: only the streaming path; any geometry.
+ * With the mode a constant, each specialisation carries the registers of
+ * one path. The generic kernel allocates for both at once: the cache array
+ * and the unrolled streaming loads together spilled 100-208 bytes per
+ * work-item under NVIDIA's 64-register cap (-cl-nv-verbose, H200, driver
+ * 580). The backend (plan_rows) launches the specialisation its planned
+ * geometry calls for. The whole kernel sits in one uniform branch of the
+ * mode rather than in per-row branches, which PoCL 3.1 miscompiles with a
+ * barrier inside (see reduce.cl). */
+#define FP_ROWS_ANY 0
+#define FP_ROWS_CACHED 1
+#define FP_ROWS_STREAM 2
+
+static FP_INLINE int fp_rows_cached(int mode, long N, fp_team tm) {
+  return mode != FP_ROWS_STREAM && fp_row_cached(N, tm);
+}
+
+/* The group's reduction slots are declared in each kernel: OpenCL 1.2 allows
+ * __local variables only at kernel scope. */
+#define FP_ROWS_KERNEL_AS(kernel, op, mode, params, ...)                                           \
+  __kernel void kernel params {                                                                    \
+    __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];                                     \
+    fp_##op##_rows(__VA_ARGS__, slots, partials, mode);                                            \
+  }
+#define FP_ROWS_KERNELS(op, params, ...)                                                           \
+  FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, params, __VA_ARGS__)                              \
+  FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, params, __VA_ARGS__)                    \
+  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, params, __VA_ARGS__)
+
 /* Team reductions: fp_group_reduce's two-barrier scheme, each team over its
  * own slots; slots[] and partials[] hold FP_MAX_GROUP floats (a team's
  * partials are at its own base). Must be reached by the whole group, idle

@@ -387,10 +387,13 @@ static FP_INLINE void fp_softmax_stats(fp_rowcache *c, int cached, int active,
 }
 
 /* exp(x - max) * (1 / sum), the CPU's order of operations. */
-__kernel void softmax_fused(__global float *out, __global const float *x, long M, long N) {
-  __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];
+static FP_INLINE void fp_softmax_rows(__global float *out, __global const float *x, long M, long N,
+                                      __local float *slots, __local float *partials,
+                                      const int mode) {
   const fp_team tm = fp_team_of(N);
-  const int cached = fp_row_cached(N, tm);
+  const int cached = fp_rows_cached(mode, N, tm);
+  if (mode == FP_ROWS_CACHED && !cached)
+    return; /* the planner broke its rule: outputs stay unwritten, tests see it */
   const long T = tm.size;
   for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
     long row;
@@ -428,16 +431,21 @@ __kernel void softmax_fused(__global float *out, __global const float *x, long M
     }
   }
 }
+FP_ROWS_KERNELS(softmax, (__global float *out, __global const float *x, long M, long N), out, x, M,
+                N)
 
 /* ---- double_softmax_fused ------------------------------------------------------------------- */
 
 /* softmax(softmax(x)), each softmax as in softmax_fused. Streaming: pass 1
  * gives the statistics of x, pass 2 those of y = softmax(x) recomputed on the
  * fly, pass 3 writes softmax(y): three reads, one write. */
-__kernel void double_softmax_fused(__global float *out, __global const float *x, long M, long N) {
-  __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];
+static FP_INLINE void fp_double_softmax_rows(__global float *out, __global const float *x, long M,
+                                             long N, __local float *slots, __local float *partials,
+                                             const int mode) {
   const fp_team tm = fp_team_of(N);
-  const int cached = fp_row_cached(N, tm);
+  const int cached = fp_rows_cached(mode, N, tm);
+  if (mode == FP_ROWS_CACHED && !cached)
+    return; /* the planner broke its rule: outputs stay unwritten, tests see it */
   const long T = tm.size;
   for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
     long row;
@@ -478,16 +486,22 @@ __kernel void double_softmax_fused(__global float *out, __global const float *x,
     }
   }
 }
+FP_ROWS_KERNELS(double_softmax, (__global float *out, __global const float *x, long M, long N), out,
+                x, M, N)
 
 /* ---- softmax_backward_fused ---------------------------------------------------------------- */
 
 /* grad_in = y * (grad_out - sum_j grad_out*y). The cached path keeps both
  * rows in registers, FP_ROW_VEC vectors of each per work-item. */
-__kernel void softmax_backward_fused(__global float *grad_in, __global const float *grad_out,
-                                     __global const float *y, long M, long N) {
-  __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];
+static FP_INLINE void fp_softmax_backward_rows(__global float *grad_in,
+                                               __global const float *grad_out,
+                                               __global const float *y, long M, long N,
+                                               __local float *slots, __local float *partials,
+                                               const int mode) {
   const fp_team tm = fp_team_of(N);
-  const int cached = fp_row_cached(N, tm);
+  const int cached = fp_rows_cached(mode, N, tm);
+  if (mode == FP_ROWS_CACHED && !cached)
+    return; /* the planner broke its rule: outputs stay unwritten, tests see it */
   const long T = tm.size;
   for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
     long row;
@@ -553,6 +567,10 @@ __kernel void softmax_backward_fused(__global float *grad_in, __global const flo
     }
   }
 }
+FP_ROWS_KERNELS(softmax_backward,
+                (__global float *grad_in, __global const float *grad_out, __global const float *y,
+                 long M, long N),
+                grad_in, grad_out, y, M, N)
 
 /* ---- layernorm_fused ------------------------------------------------------------------------ */
 
@@ -561,13 +579,15 @@ __kernel void softmax_backward_fused(__global float *grad_in, __global const flo
  * out = (x - mean) * rstd * w + b. Cached: FP_ROW_VEC vectors per
  * work-item, w and b read at the output step (they stay in L1/L2 across
  * rows); streaming: three reads of x. */
-__kernel void layernorm_fused(__global float *out, __global float *mean_out,
-                              __global float *rstd_out, __global const float *x,
-                              __global const float *w, __global const float *b, long M, long N,
-                              float eps) {
-  __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];
+static FP_INLINE void fp_layernorm_rows(__global float *out, __global float *mean_out,
+                                        __global float *rstd_out, __global const float *x,
+                                        __global const float *w, __global const float *b, long M,
+                                        long N, float eps, __local float *slots,
+                                        __local float *partials, const int mode) {
   const fp_team tm = fp_team_of(N);
-  const int cached = fp_row_cached(N, tm);
+  const int cached = fp_rows_cached(mode, N, tm);
+  if (mode == FP_ROWS_CACHED && !cached)
+    return; /* the planner broke its rule: outputs stay unwritten, tests see it */
   const long T = tm.size;
   for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
     long row;
@@ -648,16 +668,24 @@ __kernel void layernorm_fused(__global float *out, __global float *mean_out,
     }
   }
 }
+FP_ROWS_KERNELS(layernorm,
+                (__global float *out, __global float *mean_out, __global float *rstd_out,
+                 __global const float *x, __global const float *w, __global const float *b, long M,
+                 long N, float eps),
+                out, mean_out, rstd_out, x, w, b, M, N, eps)
 
 /* ---- norm_chain_fused -------------------------------------------------------------------- */
 
 /* Three times: s = sum_j(row); row *= s. Streaming: the intermediate rows are
  * recomputed from x, never stored: four reads and one write instead of three
  * reads and three writes. */
-__kernel void norm_chain_fused(__global float *out, __global const float *x, long M, long N) {
-  __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];
+static FP_INLINE void fp_norm_chain_rows(__global float *out, __global const float *x, long M,
+                                         long N, __local float *slots, __local float *partials,
+                                         const int mode) {
   const fp_team tm = fp_team_of(N);
-  const int cached = fp_row_cached(N, tm);
+  const int cached = fp_rows_cached(mode, N, tm);
+  if (mode == FP_ROWS_CACHED && !cached)
+    return; /* the planner broke its rule: outputs stay unwritten, tests see it */
   const long T = tm.size;
   for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
     long row;
@@ -705,3 +733,5 @@ __kernel void norm_chain_fused(__global float *out, __global const float *x, lon
     }
   }
 }
+FP_ROWS_KERNELS(norm_chain, (__global float *out, __global const float *x, long M, long N), out, x,
+                M, N)
