@@ -177,7 +177,11 @@ static void test_elem_policy_from_env(void **state) {
   (void)state;
   fp_elem_grid_policy p;
   assert_true(fp_elem_grid_policy_from_env(NULL, &p));
-  assert_int_equal(p.kind, FP_ELEM_GRID_HOST);
+  assert_int_equal(p.kind, FP_ELEM_GRID_TUNED);
+  assert_true(fp_elem_grid_policy_from_env("", &p));
+  assert_int_equal(p.kind, FP_ELEM_GRID_TUNED);
+  assert_true(fp_elem_grid_policy_from_env("tuned", &p));
+  assert_int_equal(p.kind, FP_ELEM_GRID_TUNED);
   assert_true(fp_elem_grid_policy_from_env("host", &p));
   assert_int_equal(p.kind, FP_ELEM_GRID_HOST);
   assert_true(fp_elem_grid_policy_from_env("full", &p));
@@ -188,35 +192,54 @@ static void test_elem_policy_from_env(void **state) {
   const char *bad[] = {"waves:", "waves:0", "waves:65", "waves:8x", "wave:8", "Full", "8"};
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; ++k) {
     assert_false(fp_elem_grid_policy_from_env(bad[k], &p));
-    assert_int_equal(p.kind, FP_ELEM_GRID_HOST);
+    assert_int_equal(p.kind, FP_ELEM_GRID_TUNED);
   }
 }
 
 /* Every ELEM grid is at least one block and within the device's limit;
  * waves never exceed K blocks per SM nor the host's grid; full covers every
- * element with two float4 per thread unless the limit caps it. */
+ * element with two float4 per thread unless the limit caps it; tuned is one
+ * of the other three, chosen by size and streams. */
 static void test_elem_grids(void **state) {
   (void)state;
   const uint32_t block = 256, max_grid = 0x7fffffffu;
-  const int64_t sizes[] = {1, 3, 1000, 65537, (int64_t)1 << 23, (int64_t)1 << 32, (int64_t)1 << 44};
+  const int64_t sizes[] = {1,
+                           3,
+                           1000,
+                           65537,
+                           (int64_t)1 << 23,
+                           ((int64_t)1 << 23) + 1,
+                           (int64_t)1 << 24,
+                           (int64_t)1 << 32,
+                           (int64_t)1 << 44};
   fp_elem_grid_policy host = {FP_ELEM_GRID_HOST, 0}, full = {FP_ELEM_GRID_FULL, 0};
+  fp_elem_grid_policy tuned = {FP_ELEM_GRID_TUNED, 0}, waves8 = {FP_ELEM_GRID_WAVES, 8};
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; ++k) {
     const int64_t n = sizes[k];
     const int64_t wanted = (n + block - 1) / block;
     const uint32_t host_groups = (uint32_t)(wanted < 32 * H100_SMS ? wanted : 32 * H100_SMS);
-    assert_int_equal(fp_cuda_plan_elem(host, n, host_groups, block, H100_SMS, max_grid),
-                     host_groups);
-    for (int waves = 1; waves <= 64; waves *= 2) {
-      fp_elem_grid_policy w = {FP_ELEM_GRID_WAVES, waves};
-      const uint32_t g = fp_cuda_plan_elem(w, n, host_groups, block, H100_SMS, max_grid);
-      assert_true(g >= 1 && g <= host_groups && g <= (uint32_t)(waves * H100_SMS));
+    for (int three = 0; three < 2; ++three) {
+      assert_int_equal(fp_cuda_plan_elem(host, n, three, host_groups, block, H100_SMS, max_grid),
+                       host_groups);
+      for (int waves = 1; waves <= 64; waves *= 2) {
+        fp_elem_grid_policy w = {FP_ELEM_GRID_WAVES, waves};
+        const uint32_t g = fp_cuda_plan_elem(w, n, three, host_groups, block, H100_SMS, max_grid);
+        assert_true(g >= 1 && g <= host_groups && g <= (uint32_t)(waves * H100_SMS));
+      }
+      const uint32_t g = fp_cuda_plan_elem(full, n, three, host_groups, block, H100_SMS, max_grid);
+      assert_true(g >= 1 && g <= max_grid);
+      if (g < max_grid)
+        assert_true((int64_t)g * block * 8 >= n && ((int64_t)g - 1) * block * 8 < n);
+      assert_int_equal(fp_cuda_plan_elem(full, n, three, host_groups, block, H100_SMS, 1000),
+                       g < 1000 ? g : 1000);
+      /* tuned: waves:8 up to 2^23 elements, full for three streams from
+       * 2^24, the host's grid otherwise */
+      const fp_elem_grid_policy expect = n <= ((int64_t)1 << 23)            ? waves8
+                                         : three && n >= ((int64_t)1 << 24) ? full
+                                                                            : host;
+      assert_int_equal(fp_cuda_plan_elem(tuned, n, three, host_groups, block, H100_SMS, max_grid),
+                       fp_cuda_plan_elem(expect, n, three, host_groups, block, H100_SMS, max_grid));
     }
-    const uint32_t g = fp_cuda_plan_elem(full, n, host_groups, block, H100_SMS, max_grid);
-    assert_true(g >= 1 && g <= max_grid);
-    if (g < max_grid)
-      assert_true((int64_t)g * block * 8 >= n && ((int64_t)g - 1) * block * 8 < n);
-    assert_int_equal(fp_cuda_plan_elem(full, n, host_groups, block, H100_SMS, 1000),
-                     g < 1000 ? g : 1000);
   }
 }
 

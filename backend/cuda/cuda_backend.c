@@ -197,7 +197,7 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
   if (!fp_elem_grid_policy_from_env(elem_grid, &s->elem_grid)) {
     free(s);
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
-                        "FUSEPORT_CUDA_ELEM_GRID='%s': expected 'host' (the default), "
+                        "FUSEPORT_CUDA_ELEM_GRID='%s': expected 'tuned' (the default), 'host', "
                         "'waves:K' with K in 1..64, or 'full'",
                         elem_grid);
   }
@@ -658,8 +658,8 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
 
   int64_t elem_n = 0;
   if (s->elem_grid.kind != FP_ELEM_GRID_HOST && elem_extent(id, args, nargs, &elem_n))
-    grid[0] = fp_cuda_plan_elem(s->elem_grid, elem_n, grid[0], block[0], s->sm_count,
-                                (uint32_t)s->max_grid_dim[0]);
+    grid[0] = fp_cuda_plan_elem(s->elem_grid, elem_n, id == FPK_bias_dropout_add_fused, grid[0],
+                                block[0], s->sm_count, (uint32_t)s->max_grid_dim[0]);
 
   st = use_device(ctx);
   if (st != FP_OK)

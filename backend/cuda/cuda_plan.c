@@ -109,10 +109,14 @@ fp_rows_policy fp_rows_policy_from_env(const char *value, bool *unknown) {
 }
 
 bool fp_elem_grid_policy_from_env(const char *value, fp_elem_grid_policy *policy) {
-  policy->kind = FP_ELEM_GRID_HOST;
+  policy->kind = FP_ELEM_GRID_TUNED;
   policy->blocks_per_sm = 0;
-  if (value == NULL || value[0] == '\0' || strcmp(value, "host") == 0)
+  if (value == NULL || value[0] == '\0' || strcmp(value, "tuned") == 0)
     return true;
+  if (strcmp(value, "host") == 0) {
+    policy->kind = FP_ELEM_GRID_HOST;
+    return true;
+  }
   if (strcmp(value, "full") == 0) {
     policy->kind = FP_ELEM_GRID_FULL;
     return true;
@@ -129,8 +133,29 @@ bool fp_elem_grid_policy_from_env(const char *value, fp_elem_grid_policy *policy
   return false;
 }
 
-uint32_t fp_cuda_plan_elem(fp_elem_grid_policy policy, int64_t n, uint32_t host_groups,
-                           uint32_t block, int sm_count, uint32_t max_grid) {
+/* The tuned rule, from the three grids timed against the host's on an H200
+ * (docs/results/2026-11-23-h200/elem_*.json, time relative to host):
+ *   - up to 2^23 elements (a 64 MiB cell of two streams), 8 blocks per SM,
+ *     one resident wave of 2048 threads: 0.84-0.95 for pointwise_chain and
+ *     bias_gelu from 2^19 to 2^23 elements, 0.94-1.01 for bias_dropout_add;
+ *     from 2^24 on it costs 1-7%;
+ *   - bias_dropout_add from 2^24 elements on, a block per 8 * block
+ *     elements: 0.94-0.99 (it loses 14-24% on the two-stream kernels);
+ *   - otherwise the host's grid. */
+enum { ELEM_WAVES_MAX_N_LOG2 = 23, ELEM_FULL_MIN_N_LOG2 = 24, ELEM_TUNED_WAVES = 8 };
+
+uint32_t fp_cuda_plan_elem(fp_elem_grid_policy policy, int64_t n, bool three_streams,
+                           uint32_t host_groups, uint32_t block, int sm_count, uint32_t max_grid) {
+  if (policy.kind == FP_ELEM_GRID_TUNED) {
+    if (n <= ((int64_t)1 << ELEM_WAVES_MAX_N_LOG2)) {
+      policy.kind = FP_ELEM_GRID_WAVES;
+      policy.blocks_per_sm = ELEM_TUNED_WAVES;
+    } else if (three_streams && n >= ((int64_t)1 << ELEM_FULL_MIN_N_LOG2)) {
+      policy.kind = FP_ELEM_GRID_FULL;
+    } else {
+      policy.kind = FP_ELEM_GRID_HOST;
+    }
+  }
   int64_t grid = host_groups;
   if (policy.kind == FP_ELEM_GRID_WAVES && sm_count > 0) {
     const int64_t cap = (int64_t)sm_count * policy.blocks_per_sm;

@@ -67,17 +67,19 @@ fp_rows_policy fp_rows_policy_from_env(const char *value, bool *unknown);
 /* ---- ELEM grids ------------------------------------------------------------
  * The host asks for min(ceil(n / block), 32 blocks per SM) blocks of an ELEM
  * kernel (ops/primitives.c, fp_elem_range); the fused elementwise kernels are
- * grid-stride loops, so any grid computes the same result. Which grid runs
- * fastest on a 64 MiB cell (2^23 floats, a few waves of short blocks) is
- * open: FUSEPORT_CUDA_ELEM_GRID picks one to time.
- *   host     the host's grid (the default, measured in docs/PERF.md);
+ * grid-stride loops, so any grid computes the same result.
+ * FUSEPORT_CUDA_ELEM_GRID picks the grid:
+ *   tuned    the default: the rule of fp_cuda_plan_elem below, from the
+ *            measurements of the other three on an H200;
+ *   host     the host's grid;
  *   waves:K  at most K blocks per SM (1 <= K <= 64): fewer, longer blocks;
  *   full     one block per 8 * block elements: every thread does two float4
  *            and leaves, no grid-stride loop (Inductor's pointwise shape). */
 typedef enum fp_elem_grid_kind {
-  FP_ELEM_GRID_HOST = 0,
-  FP_ELEM_GRID_WAVES = 1,
-  FP_ELEM_GRID_FULL = 2
+  FP_ELEM_GRID_TUNED = 0,
+  FP_ELEM_GRID_HOST = 1,
+  FP_ELEM_GRID_WAVES = 2,
+  FP_ELEM_GRID_FULL = 3
 } fp_elem_grid_kind;
 
 typedef struct fp_elem_grid_policy {
@@ -85,14 +87,17 @@ typedef struct fp_elem_grid_policy {
   int blocks_per_sm; /* FP_ELEM_GRID_WAVES only */
 } fp_elem_grid_policy;
 
-/* Parses FUSEPORT_CUDA_ELEM_GRID (NULL or empty: host). Returns false, and
- * the host policy, for anything it does not know. */
+/* Parses FUSEPORT_CUDA_ELEM_GRID (NULL or empty: tuned). Returns false, and
+ * the tuned policy, for anything it does not know. */
 bool fp_elem_grid_policy_from_env(const char *value, fp_elem_grid_policy *policy);
 
 /* The grid of an ELEM launch over n elements for a host request of
- * host_groups blocks of `block` threads; at least 1, at most max_grid. */
-uint32_t fp_cuda_plan_elem(fp_elem_grid_policy policy, int64_t n, uint32_t host_groups,
-                           uint32_t block, int sm_count, uint32_t max_grid);
+ * host_groups blocks of `block` threads; at least 1, at most max_grid.
+ * `three_streams`: the kernel reads two operands of n elements and writes
+ * one (bias_dropout_add), where the others read one and write one; the
+ * tuned rule treats the two kinds differently. */
+uint32_t fp_cuda_plan_elem(fp_elem_grid_policy policy, int64_t n, bool three_streams,
+                           uint32_t host_groups, uint32_t block, int sm_count, uint32_t max_grid);
 
 #ifdef __cplusplus
 }
