@@ -8,13 +8,14 @@
 #   .debs/           the Debian packages the GPU image lacks (CLBlast,
 #                    cmocka, cJSON, the OpenCL headers and loader)
 #   .gpu/bin/        fuseport, test_ops and test_backend for sm_90, and
-#                    fuseport-base built from BASE (the kernels before the
-#                    OpenCL team kernels) for the 'clrows' stage; stripped
+#                    fuseport-base built from BASE (the commit before the
+#                    OpenCL row-kernel specialisations and the float4
+#                    bias_dropout_add rewrite) for the 'clrows' stage; stripped
 #
-# Environment: BASE (default aca3eee), SHARED (default ../shared), BUILD
+# Environment: BASE (default de6a71f), SHARED (default ../shared), BUILD
 # (default build-gpu), JOBS.
 set -euo pipefail
-BASE=${BASE:-aca3eee}
+BASE=${BASE:-de6a71f}
 SHARED=${SHARED:-../shared}
 BUILD=${BUILD:-build-gpu}
 JOBS=${JOBS:-$(nproc)}

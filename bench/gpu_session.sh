@@ -12,11 +12,11 @@
 #         rows_tuned.json, rows_compare.txt).
 #   clrows: the OpenCL row kernels and their planned geometry on NVIDIA's
 #         OpenCL: build log with registers and spills, tests, and the row ops
-#         timed against the previous kernels and CUDA (cl_*.json,
-#         cl_compare.txt).
-#   elem: the fused elementwise kernels under each FUSEPORT_CUDA_ELEM_GRID
-#         policy, tested and timed beside torch.compile (elem_*.json,
-#         elem_compare.txt).
+#         timed under several planner settings against the previous binary
+#         and CUDA (cl_*.json, cl_compare.txt).
+#   elem: the fused elementwise kernels under the tuned
+#         FUSEPORT_CUDA_ELEM_GRID, tested and timed against the host's grid
+#         (elem_*.json, elem_compare.txt).
 # Environment: OUT (where results go; the device tool sets it), DEADLINE
 # (seconds this call may use, default 570), FP (a fuseport binary; default
 # .gpu/bin/fuseport, built here on this machine's image, else a fresh build),
@@ -131,88 +131,85 @@ stage_rows() {
   grep -E "^==|geometric" "$OUT/rows_compare.txt"
 }
 
-# The OpenCL row kernels in teams with the planned geometry (and the float4
-# bias_dropout_add path): NVIDIA's register and spill report, the tests with
-# the planned and the host geometry, then the row ops and bias_dropout_add
-# timed on NVIDIA OpenCL: the previous kernels ($BIN/fuseport-base, built from
-# aca3eee, if carried), these, these with each register fallback
-# (FP_ROW_VEC=2: half the row cache; FP_STREAM_UNROLL=2: half the loads in
-# flight), and CUDA.
-CL_FALLBACKS=("-DFP_ROW_VEC=2" "-DFP_STREAM_UNROLL=2")
+# The OpenCL row kernels on NVIDIA's OpenCL: the register and spill report
+# of the default build and of FP_ROW_VEC=2, the tests with the planned and
+# the host geometry, then the row ops and bias_dropout_add timed under each
+# planner setting of CL_CONFIGS (environment assignments; "default": none),
+# the previous binary ($BIN/fuseport-base, gpu_prepare.sh's BASE) and CUDA,
+# all in this call (cl_<name>.json, cl_compare.txt: every config against
+# CUDA).
+CL_CONFIGS=(
+  "default"
+  "generic:FUSEPORT_OPENCL_ROW_VARIANTS=0"
+  "vec2:FUSEPORT_OPENCL_ROW_VEC=2"
+  "max256:FUSEPORT_OPENCL_ROWS_MAX_GROUP=256"
+  "max256s256:FUSEPORT_OPENCL_ROWS_MAX_GROUP=256 FUSEPORT_OPENCL_STREAM_GROUP=256"
+  "s256:FUSEPORT_OPENCL_STREAM_GROUP=256"
+  "s512:FUSEPORT_OPENCL_STREAM_GROUP=512"
+  "vec2max512:FUSEPORT_OPENCL_ROW_VEC=2 FUSEPORT_OPENCL_ROWS_MAX_GROUP=512"
+)
 stage_clrows() {
   local ops=$ROW_OPS,bias_dropout_add
   log "NVIDIA OpenCL build log (-cl-nv-verbose): registers and spills"
   rm -f "$OUT/cl-build.log"
-  for extra in "" "${CL_FALLBACKS[@]}"; do
-    FUSEPORT_OPENCL_BUILD_LOG="$OUT/cl-build.log" \
-      FUSEPORT_OPENCL_BUILD_OPTIONS="-cl-nv-verbose $extra" "$FP" check --backend opencl \
+  for vec in 4 2; do
+    FUSEPORT_OPENCL_ROW_VEC=$vec FUSEPORT_OPENCL_BUILD_LOG="$OUT/cl-build.log" \
+      FUSEPORT_OPENCL_BUILD_OPTIONS="-cl-nv-verbose" "$FP" check --backend opencl \
       --platform NVIDIA --quiet --op $ops --shapes 3x1000 | tail -1
   done
-  grep -iE "^== |spill|Used [0-9]+ registers" "$OUT/cl-build.log" | head -80
+  grep -iE "^== |Compiling entry|spill|Used [0-9]+ registers" "$OUT/cl-build.log" |
+    awk '/^== /{print; next} /Compiling entry/{k=$7} /spill/{s=$7" B spill stores, "$11" B spill loads"}
+      /Used/{print k, $5, "registers,", s}'
   log "tests on NVIDIA OpenCL: planned geometry, then host geometry with a 1-vector cache"
   FUSEPORT_OPENCL_PLATFORM=NVIDIA timeout 200 "$BIN/test_ops" opencl >"$OUT/cl-planned.log" 2>&1
   echo "planned: exit $? ($(grep -c '\[  FAILED  \]' "$OUT/cl-planned.log") failed lines)"
   FUSEPORT_OPENCL_PLATFORM=NVIDIA FUSEPORT_OPENCL_HOST_GEOMETRY=1 \
-    FUSEPORT_OPENCL_BUILD_OPTIONS=-DFP_ROW_VEC=1 timeout 200 "$BIN/test_ops" opencl \
+    FUSEPORT_OPENCL_ROW_VEC=1 timeout 200 "$BIN/test_ops" opencl \
     >"$OUT/cl-streaming.log" 2>&1
   echo "streaming: exit $? ($(grep -c '\[  FAILED  \]' "$OUT/cl-streaming.log") failed lines)"
-  log "row ops on NVIDIA OpenCL: previous kernels, planned, fallbacks; CUDA"
+  log "row ops on NVIDIA OpenCL under each planner setting; previous binary; CUDA"
   local b=(bench --op $ops --variants fused --shapes $ROW_SHAPES --rep-ms 10 --quiet)
+  timeout 120 "$FP" "${b[@]}" --backend cuda --out "$OUT/cl_cuda.json"
+  echo "cuda: exit $?"
   if [ -x "$BIN/fuseport-base" ]; then
     timeout 150 "$BIN/fuseport-base" "${b[@]}" --backend opencl --platform NVIDIA \
       --out "$OUT/cl_base.json"
     echo "base: exit $?"
   fi
-  timeout 150 "$FP" "${b[@]}" --backend opencl --platform NVIDIA --out "$OUT/cl_planned.json"
-  echo "planned: exit $?"
-  local k=0
-  for extra in "${CL_FALLBACKS[@]}"; do
-    k=$((k + 1))
-    FUSEPORT_OPENCL_BUILD_OPTIONS="$extra" timeout 150 "$FP" "${b[@]}" --backend opencl \
-      --platform NVIDIA --out "$OUT/cl_fallback$k.json"
-    echo "$extra: exit $?"
+  local c name assigns
+  for c in "${CL_CONFIGS[@]}"; do
+    name=${c%%:*}
+    assigns=""
+    [ "$c" != "$name" ] && assigns=${c#*:}
+    [ "$(left)" -gt 60 ] || { log "no time left for $name"; break; }
+    env $assigns timeout 150 "$FP" "${b[@]}" --backend opencl --platform NVIDIA \
+      --out "$OUT/cl_$name.json"
+    echo "$name ($assigns): exit $?"
   done
-  timeout 120 "$FP" "${b[@]}" --backend cuda --out "$OUT/cl_cuda.json"
-  echo "cuda: exit $?"
   {
-    [ -f "$OUT/cl_base.json" ] && "$FP" compare "$OUT/cl_base.json" "$OUT/cl_planned.json"
-    for f in "$OUT"/cl_fallback*.json; do "$FP" compare "$f" "$OUT/cl_planned.json"; done
-    "$FP" compare "$OUT/cl_planned.json" "$OUT/cl_cuda.json"
+    for f in "$OUT"/cl_*.json; do
+      [ "$f" = "$OUT/cl_cuda.json" ] || "$FP" compare "$f" "$OUT/cl_cuda.json"
+    done
   } >"$OUT/cl_compare.txt" 2>&1
-  grep -E "^==|geometric" "$OUT/cl_compare.txt"
+  grep -E "^A = |^==|geometric" "$OUT/cl_compare.txt"
 }
 
 # The grid of the fused elementwise kernels (FUSEPORT_CUDA_ELEM_GRID): the
-# host's, at most 8 or 16 blocks per SM, or one block per 2048 elements,
-# each checked by the ops tests and timed in this call, with torch.compile
-# on the same shapes (64 MiB cells, where a fixed cost shows, and large ones,
-# where bias_dropout_add trails compile).
+# tuned default tested, then timed against the host's grid in this call
+# (64 MiB cells, where a fixed cost shows, and large ones).
 ELEM_OPS=pointwise_chain,bias_gelu,bias_dropout_add
 ELEM_SHAPES=2048x4096,1024x8192,4096x4096,8192x8192,65536x4096,16384x65536,128x65536,65536x128,512x512
 stage_elem() {
   local policy
-  for policy in waves:8 full; do
-    FUSEPORT_CUDA_ELEM_GRID=$policy timeout 120 "$BIN/test_ops" cuda >"$OUT/elem-$policy.log" 2>&1
-    echo "test_ops cuda, elem grid $policy: exit $?" \
-      "($(grep -c '\[  FAILED  \]' "$OUT/elem-$policy.log") failed lines)"
-  done
-  for policy in host waves:8 waves:16 full; do
+  timeout 120 "$BIN/test_ops" cuda >"$OUT/elem-tuned.log" 2>&1
+  echo "test_ops cuda, elem grid tuned: exit $?" \
+    "($(grep -c '\[  FAILED  \]' "$OUT/elem-tuned.log") failed lines)"
+  for policy in host tuned; do
     FUSEPORT_CUDA_ELEM_GRID=$policy timeout 100 "$FP" bench --backend cuda --op $ELEM_OPS \
       --variants fused --shapes $ELEM_SHAPES --rep-ms 10 --quiet --out "$OUT/elem_${policy/:/}.json"
     echo "elem grid $policy: exit $?"
   done
-  PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_bench.py --ops $ELEM_OPS --shapes $ELEM_SHAPES \
-    --modes compile --rep-ms 10 --out "$OUT/elem_torch.json" >"$OUT/elem_torch.log" 2>&1
-  echo "torch compile: exit $?"
-  {
-    for f in "$OUT"/elem_waves*.json "$OUT"/elem_full.json; do
-      "$FP" compare "$OUT/elem_host.json" "$f"
-    done
-    for f in "$OUT"/elem_host.json "$OUT"/elem_waves*.json "$OUT"/elem_full.json; do
-      echo "== $f against torch.compile"
-      "$FP" compare "$OUT/elem_torch.json" "$f" --variant compile:fused
-    done
-  } >"$OUT/elem_compare.txt" 2>&1
+  "$FP" compare "$OUT/elem_host.json" "$OUT/elem_tuned.json" >"$OUT/elem_compare.txt" 2>&1
   grep -E "^==|geometric" "$OUT/elem_compare.txt"
 }
 
