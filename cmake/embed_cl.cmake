@@ -11,6 +11,12 @@ endif()
 set(FILES "${HEADER};${COMMON};${SOURCE}")
 set(body "")
 foreach(file IN LISTS FILES)
+  # OpenCL C 1.2 has no variadic macros: NVIDIA's compiler rejects them
+  # while PoCL and clang accept them, so only a GPU run would notice.
+  file(STRINGS "${file}" variadic REGEX "__VA_ARGS__|#define[^(]*\\([^)]*\\.\\.\\.")
+  if(variadic)
+    message(FATAL_ERROR "${file}: a variadic macro, which OpenCL C 1.2 lacks: ${variadic}")
+  endif()
   file(READ "${file}" hex HEX)
   string(APPEND body "${hex}")
   string(APPEND body "0a") # a newline between files

@@ -215,17 +215,21 @@ static FP_INLINE int fp_rows_cached(int mode, long N, fp_team tm) {
   return mode != FP_ROWS_STREAM && fp_row_cached(N, tm);
 }
 
-/* The group's reduction slots are declared in each kernel: OpenCL 1.2 allows
- * __local variables only at kernel scope. */
-#define FP_ROWS_KERNEL_AS(kernel, op, mode, params, ...)                                           \
+/* The group's reduction slots are declared in each kernel (OpenCL 1.2
+ * allows __local variables only at kernel scope), and so is the mode, as a
+ * constant: `args` is the call's argument list in parentheses and names
+ * slots, partials and mode last (OpenCL C 1.2 has no variadic macros, so
+ * the list cannot be extended here). */
+#define FP_ROWS_KERNEL_AS(kernel, op, row_mode, params, args)                                      \
   __kernel void kernel params {                                                                    \
     __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];                                     \
-    fp_##op##_rows(__VA_ARGS__, slots, partials, mode);                                            \
+    const int mode = row_mode;                                                                     \
+    fp_##op##_rows args;                                                                           \
   }
-#define FP_ROWS_KERNELS(op, params, ...)                                                           \
-  FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, params, __VA_ARGS__)                              \
-  FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, params, __VA_ARGS__)                    \
-  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, params, __VA_ARGS__)
+#define FP_ROWS_KERNELS(op, params, args)                                                          \
+  FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, params, args)                                     \
+  FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, params, args)                           \
+  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, params, args)
 
 /* Team reductions: fp_group_reduce's two-barrier scheme, each team over its
  * own slots; slots[] and partials[] hold FP_MAX_GROUP floats (a team's

@@ -431,8 +431,8 @@ static FP_INLINE void fp_softmax_rows(__global float *out, __global const float 
     }
   }
 }
-FP_ROWS_KERNELS(softmax, (__global float *out, __global const float *x, long M, long N), out, x, M,
-                N)
+FP_ROWS_KERNELS(softmax, (__global float *out, __global const float *x, long M, long N),
+                (out, x, M, N, slots, partials, mode))
 
 /* ---- double_softmax_fused ------------------------------------------------------------------- */
 
@@ -486,8 +486,8 @@ static FP_INLINE void fp_double_softmax_rows(__global float *out, __global const
     }
   }
 }
-FP_ROWS_KERNELS(double_softmax, (__global float *out, __global const float *x, long M, long N), out,
-                x, M, N)
+FP_ROWS_KERNELS(double_softmax, (__global float *out, __global const float *x, long M, long N),
+                (out, x, M, N, slots, partials, mode))
 
 /* ---- softmax_backward_fused ---------------------------------------------------------------- */
 
@@ -570,7 +570,7 @@ static FP_INLINE void fp_softmax_backward_rows(__global float *grad_in,
 FP_ROWS_KERNELS(softmax_backward,
                 (__global float *grad_in, __global const float *grad_out, __global const float *y,
                  long M, long N),
-                grad_in, grad_out, y, M, N)
+                (grad_in, grad_out, y, M, N, slots, partials, mode))
 
 /* ---- layernorm_fused ------------------------------------------------------------------------ */
 
@@ -672,7 +672,7 @@ FP_ROWS_KERNELS(layernorm,
                 (__global float *out, __global float *mean_out, __global float *rstd_out,
                  __global const float *x, __global const float *w, __global const float *b, long M,
                  long N, float eps),
-                out, mean_out, rstd_out, x, w, b, M, N, eps)
+                (out, mean_out, rstd_out, x, w, b, M, N, eps, slots, partials, mode))
 
 /* ---- norm_chain_fused -------------------------------------------------------------------- */
 
@@ -733,5 +733,5 @@ static FP_INLINE void fp_norm_chain_rows(__global float *out, __global const flo
     }
   }
 }
-FP_ROWS_KERNELS(norm_chain, (__global float *out, __global const float *x, long M, long N), out, x,
-                M, N)
+FP_ROWS_KERNELS(norm_chain, (__global float *out, __global const float *x, long M, long N),
+                (out, x, M, N, slots, partials, mode))
