@@ -36,13 +36,13 @@
  *   FUSEPORT_OPENCL_ROW_VEC=K      float4 per work-item in the row cache of
  *                                  reduce.cl (1..8, default 4): sets
  *                                  FP_ROW_VEC in the build and in plan_rows
- *   FUSEPORT_OPENCL_ROWS_MAX_GROUP=L  largest planned group of a row kernel
- *                                  whose rows fit the cache (32..1024, a
- *                                  power of two; default 1024): longer rows
- *                                  stream
- *   FUSEPORT_OPENCL_STREAM_GROUP=L the planned group of a row kernel whose
- *                                  rows stream (32..1024, power of two;
- *                                  default 1024)
+ *   FUSEPORT_OPENCL_ROWS_MAX_GROUP=L  largest team of a row kernel whose
+ *                                  rows fit the cache (32..1024, a power of
+ *                                  two; default: plan_rows' rule): longer
+ *                                  rows stream
+ *   FUSEPORT_OPENCL_STREAM_GROUP=L the group of a row kernel whose rows
+ *                                  stream (32..1024, a power of two;
+ *                                  default: plan_rows' rule)
  *   FUSEPORT_OPENCL_ROW_VARIANTS=0 launch the generic row kernels (both
  *                                  paths in one) instead of their _cached
  *                                  and _stream specialisations
@@ -93,11 +93,11 @@ static const char *const family_sources[FPF_COUNT] = {
 
 /* The launch planner's constants (see plan_rows) and defaults of its
  * tuning variables. */
-#define FP_CL_ROW_VEC 4           /* default FP_ROW_VEC of common.cl */
-#define FP_CL_MIN_TEAM 4          /* FP_MIN_TEAM of common.cl */
-#define FP_CL_ROWS_GROUP 256      /* smallest planned group */
-#define FP_CL_ROWS_MAX_GROUP 1024 /* largest group of cached rows */
-#define FP_CL_STREAM_GROUP 1024   /* group of streaming rows */
+#define FP_CL_ROW_VEC 4         /* default FP_ROW_VEC of common.cl */
+#define FP_CL_MIN_TEAM 4        /* FP_MIN_TEAM of common.cl */
+#define FP_CL_ROWS_GROUP 256    /* smallest planned group */
+#define FP_CL_CACHE_TEAM 256    /* largest team of cached rows (but softmax_backward) */
+#define FP_CL_STREAM_VECTORS 16 /* float4 per work-item and pass of a streamed row */
 #define FP_CL_ROWS_MAX_GROUPS (1u << 20)
 
 /* The argument positions of M and N of the planned kernels; false for every
@@ -156,8 +156,8 @@ typedef struct cl_state {
    * FP_ROWS_KERNELS); NULL where the family has none */
   cl_kernel row_kernels[FPK_COUNT][2];
   uint32_t row_vec;        /* FUSEPORT_OPENCL_ROW_VEC */
-  uint32_t rows_max_group; /* FUSEPORT_OPENCL_ROWS_MAX_GROUP */
-  uint32_t stream_group;   /* FUSEPORT_OPENCL_STREAM_GROUP */
+  uint32_t rows_max_group; /* FUSEPORT_OPENCL_ROWS_MAX_GROUP; 0: plan_rows' rule */
+  uint32_t stream_group;   /* FUSEPORT_OPENCL_STREAM_GROUP; 0: plan_rows' rule */
   bool generic_rows;       /* FUSEPORT_OPENCL_ROW_VARIANTS=0 */
 } cl_state;
 
@@ -602,10 +602,8 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
   cl->generic_rows = variants != NULL && strcmp(variants, "0") == 0;
   fp_status st = FP_OK;
   if (!env_u32("FUSEPORT_OPENCL_ROW_VEC", 1, 8, false, FP_CL_ROW_VEC, &cl->row_vec) ||
-      !env_u32("FUSEPORT_OPENCL_ROWS_MAX_GROUP", 32, 1024, true, FP_CL_ROWS_MAX_GROUP,
-               &cl->rows_max_group) ||
-      !env_u32("FUSEPORT_OPENCL_STREAM_GROUP", 32, 1024, true, FP_CL_STREAM_GROUP,
-               &cl->stream_group))
+      !env_u32("FUSEPORT_OPENCL_ROWS_MAX_GROUP", 32, 1024, true, 0, &cl->rows_max_group) ||
+      !env_u32("FUSEPORT_OPENCL_STREAM_GROUP", 32, 1024, true, 0, &cl->stream_group))
     st = fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                       "FUSEPORT_OPENCL_ROW_VEC must be 1..8, FUSEPORT_OPENCL_ROWS_MAX_GROUP and "
                       "FUSEPORT_OPENCL_STREAM_GROUP powers of two in 32..1024 (got '%s', '%s', "
@@ -1256,11 +1254,19 @@ static fp_status ocl_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *co
  * (FUSEPORT_OPENCL_ROW_VEC, default 4), passed to every build as -D.
  * The host asks for L = pow2_ceil(N/16) in [32, 1024] and one group per row
  * (ops/primitives.c, fp_rows_range). The plan instead:
- *   - T = that team size for N with L unbounded, capped at the largest
- *     cached group (FUSEPORT_OPENCL_ROWS_MAX_GROUP, default 1024, or less
- *     where the device is smaller): rows of up to 1024 * 4 * 4 = 16384
- *     floats are cached by default; longer rows stream with
- *     L = FUSEPORT_OPENCL_STREAM_GROUP (default 1024);
+ *   - T = that team size for N with L unbounded, capped at 256 (1024 for
+ *     softmax_backward; FUSEPORT_OPENCL_ROWS_MAX_GROUP overrides; less
+ *     where the device is smaller): rows of up to 256 * 4 * 4 = 4096
+ *     floats (16384) are cached; longer rows stream, with
+ *     L = N / 64 within [256, 1024] (16 float4 per work-item and pass;
+ *     1024 for softmax_backward; FUSEPORT_OPENCL_STREAM_GROUP overrides).
+ *     Measured on an H200 (NVIDIA OpenCL, 2026-11-23, docs/PERF.md), CUDA
+ *     time over OpenCL time: a 256-wide streaming group beat a cached
+ *     1024-wide team at N = 8192 and 16384 (softmax 0.71 -> 1.01 at
+ *     8192 x 8192, layernorm 0.59 -> 0.91 and hreduce_reduce 0.46 -> 0.95 at
+ *     4096 x 16384), 512 was best at N = 32768 and 1024 at 65536 (a few long
+ *     rows need the widest groups); softmax_backward alone lost with the
+ *     narrower groups (0.83 -> 0.61 at 4096 x 16384);
  *   - cached: L = max(T, FP_CL_ROWS_GROUP): short rows share a group, L / T
  *     rows per group (a row of 128 is a team of 8, 32 rows per group of
  *     256), where the host's geometry gives each a 32-wide group, mostly
@@ -1295,7 +1301,15 @@ static void plan_rows(const fp_context *ctx, const cl_state *cl, fp_kernel_id id
     max_local *= 2;
   if (M <= 0 || N < 0 || max_local < 32)
     return;
-  const uint32_t cache_cap = cl->rows_max_group < max_local ? cl->rows_max_group : max_local;
+  /* softmax_backward keeps two rows per work-item and streams them twice:
+   * it gains from the cache up to a team of 1024 and from the widest
+   * streaming group; the others from neither (see the rule above) */
+  const bool wide = id == FPK_softmax_backward_fused;
+  uint32_t cache_cap = cl->rows_max_group != 0 ? cl->rows_max_group
+                       : wide                  ? 1024
+                                               : FP_CL_CACHE_TEAM;
+  if (cache_cap > max_local)
+    cache_cap = max_local;
   const int64_t need = ((N / 4) + cl->row_vec - 1) / cl->row_vec;
   uint32_t team = FP_CL_MIN_TEAM;
   while (team < need && team < cache_cap)
@@ -1307,7 +1321,17 @@ static void plan_rows(const fp_context *ctx, const cl_state *cl, fp_kernel_id id
     if (team > group)
       group = team;
   } else {
-    group = cl->stream_group < max_local ? cl->stream_group : max_local;
+    if (cl->stream_group != 0) {
+      group = cl->stream_group;
+    } else if (wide) {
+      group = 1024;
+    } else {
+      group = 256; /* FP_CL_STREAM_VECTORS per work-item, within [256, 1024] */
+      while (group < 1024 && (int64_t)group * 4 * FP_CL_STREAM_VECTORS < N)
+        group *= 2;
+    }
+    if (group > max_local)
+      group = max_local;
     team = FP_CL_MIN_TEAM; /* fp_team_of's team for this group */
     while (team < need && team < group)
       team *= 2;
