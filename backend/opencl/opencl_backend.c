@@ -96,7 +96,8 @@ static const char *const family_sources[FPF_COUNT] = {
 #define FP_CL_ROW_VEC 4         /* default FP_ROW_VEC of common.cl */
 #define FP_CL_MIN_TEAM 4        /* FP_MIN_TEAM of common.cl */
 #define FP_CL_ROWS_GROUP 256    /* smallest planned group */
-#define FP_CL_CACHE_TEAM 256    /* largest team of cached rows (but softmax_backward) */
+#define FP_CL_CACHE_TEAM 256    /* largest team of cached rows (see plan_rows) */
+#define FP_CL_HREDUCE_VEC 8     /* FP_HREDUCE_VEC of horizontal.cl */
 #define FP_CL_STREAM_VECTORS 16 /* float4 per work-item and pass of a streamed row */
 #define FP_CL_ROWS_MAX_GROUPS (1u << 20)
 
@@ -1265,8 +1266,17 @@ static fp_status ocl_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *co
  *     1024-wide team at N = 8192 and 16384 (softmax 0.71 -> 1.01 at
  *     8192 x 8192, layernorm 0.59 -> 0.91 and hreduce_reduce 0.46 -> 0.95 at
  *     4096 x 16384), 512 was best at N = 32768 and 1024 at 65536 (a few long
- *     rows need the widest groups); softmax_backward alone lost with the
- *     narrower groups (0.83 -> 0.61 at 4096 x 16384);
+ *     rows need the widest groups); per kernel:
+ *       softmax_backward, which holds two rows and streams them twice,
+ *       lost with the narrower groups (0.83 -> 0.61 at 4096 x 16384) and
+ *       keeps a cache up to a team of 1024 and 1024-wide streaming;
+ *       layernorm, whose cached kernel still spills (104 bytes at
+ *       FP_ROW_VEC 4), caches rows of up to 1024 only (0.63 -> 0.77 at
+ *       4096 x 4096 and 8192 x 4096);
+ *       the horizontal kernels, which hold no row, size their teams with
+ *       FP_HREDUCE_VEC = 8 float4 per work-item, so rows of up to 8192
+ *       floats go to teams of up to 256 (their "cached" case below only
+ *       sizes teams: they have one kernel, which streams);
  *   - cached: L = max(T, FP_CL_ROWS_GROUP): short rows share a group, L / T
  *     rows per group (a row of 128 is a team of 8, 32 rows per group of
  *     256), where the host's geometry gives each a 32-wide group, mostly
@@ -1301,20 +1311,24 @@ static void plan_rows(const fp_context *ctx, const cl_state *cl, fp_kernel_id id
     max_local *= 2;
   if (M <= 0 || N < 0 || max_local < 32)
     return;
-  /* softmax_backward keeps two rows per work-item and streams them twice:
-   * it gains from the cache up to a team of 1024 and from the widest
-   * streaming group; the others from neither (see the rule above) */
+  /* the per-kernel exceptions of the rule above */
   const bool wide = id == FPK_softmax_backward_fused;
-  uint32_t cache_cap = cl->rows_max_group != 0 ? cl->rows_max_group
-                       : wide                  ? 1024
-                                               : FP_CL_CACHE_TEAM;
+  const bool horizontal = id == FPK_hreduce_pointwise_fused || id == FPK_hreduce_reduce_fused;
+  uint32_t cache_cap = FP_CL_CACHE_TEAM;
+  if (cl->rows_max_group != 0)
+    cache_cap = cl->rows_max_group;
+  else if (wide)
+    cache_cap = 1024;
+  else if (id == FPK_layernorm_fused)
+    cache_cap = 64;
   if (cache_cap > max_local)
     cache_cap = max_local;
-  const int64_t need = ((N / 4) + cl->row_vec - 1) / cl->row_vec;
+  const uint32_t vec = horizontal ? FP_CL_HREDUCE_VEC : cl->row_vec;
+  const int64_t need = ((N / 4) + vec - 1) / vec;
   uint32_t team = FP_CL_MIN_TEAM;
   while (team < need && team < cache_cap)
     team *= 2;
-  const bool cached = N / 4 <= (int64_t)team * cl->row_vec;
+  const bool cached = N / 4 <= (int64_t)team * vec;
   uint32_t group;
   if (cached) {
     group = FP_CL_ROWS_GROUP < max_local ? FP_CL_ROWS_GROUP : max_local;

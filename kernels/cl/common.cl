@@ -155,9 +155,12 @@ typedef struct fp_team {
   int width; /* width of the second reduction stage */
 } fp_team;
 
-static FP_INLINE fp_team fp_team_of(long N) {
+/* The team for rows of N with `vec` float4 per work-item (FP_ROW_VEC for
+ * the cached kernels of reduce.cl; horizontal.cl, which streams every row
+ * once, sizes its teams with FP_HREDUCE_VEC). */
+static FP_INLINE fp_team fp_team_of_vec(long N, int vec) {
   const int L = (int)get_local_size(0), lid = (int)get_local_id(0);
-  const long need = ((N >> 2) + FP_ROW_VEC - 1) / FP_ROW_VEC; /* lanes for whole vectors */
+  const long need = ((N >> 2) + vec - 1) / vec; /* lanes for whole vectors */
   int t = FP_MIN_TEAM;
   while (t < need && 2 * t <= L)
     t *= 2;
@@ -171,6 +174,8 @@ static FP_INLINE fp_team fp_team_of(long N) {
   tm.width = (int)fp_partials_width((uint)t);
   return tm;
 }
+
+static FP_INLINE fp_team fp_team_of(long N) { return fp_team_of_vec(N, FP_ROW_VEC); }
 
 /* The row of the work-item's team in the group's block rb of tm.count rows,
  * and whether it has one (its team is whole and the row exists). An idle

@@ -54,11 +54,20 @@ static float4 fp_cos4(float4 v) { return (float4)(cos(v.x), cos(v.y), cos(v.z), 
  * accuracy (see common.cl). The block-of-rows loop is reduce.cl's: uniform
  * trip count, idle work-items load and store nothing and point at row 0. */
 
+/* float4 per work-item that sets the team size (common.cl, fp_team_of_vec):
+ * these kernels hold no row, so a team only has to keep enough loads in
+ * flight. Must match FP_CL_HREDUCE_VEC of the backend's planner (a
+ * mismatch costs speed, never correctness). Measured on an H200 (NVIDIA
+ * OpenCL, 2026-11-23), CUDA time over OpenCL time with teams of 8 against
+ * FP_ROW_VEC's 4: hreduce_reduce 0.72 -> 0.92 at 8192 x 4096, 0.88 ->
+ * 1.08 at 65536 x 512; hreduce_pointwise 0.89 -> 0.98 at 8192 x 4096. */
+#define FP_HREDUCE_VEC 8
+
 /* sum[i] = sum_j a[i,j]; cosx[i,j] = cos(a[i,j]). */
 __kernel void hreduce_pointwise_fused(__global float *sum, __global float *cosx,
                                       __global const float *a, long M, long N) {
   __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];
-  const fp_team tm = fp_team_of(N);
+  const fp_team tm = fp_team_of_vec(N, FP_HREDUCE_VEC);
   const long T = tm.size;
   for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
     long row;
@@ -114,7 +123,7 @@ __kernel void hreduce_reduce_fused(__global float *sum, __global float *amax,
                                    __global const float *a, long M, long N) {
   __local float slots_sum[FP_MAX_GROUP], slots_max[FP_MAX_GROUP];
   __local float partials_sum[FP_MAX_GROUP], partials_max[FP_MAX_GROUP];
-  const fp_team tm = fp_team_of(N);
+  const fp_team tm = fp_team_of_vec(N, FP_HREDUCE_VEC);
   const long T = tm.size;
   for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
     long row;
