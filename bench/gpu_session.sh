@@ -4,7 +4,7 @@
 #
 #   bash bench/gpu_session.sh STAGE... 
 #
-# Stages: tests check sanitize rows clrows elem bench-cuda bench-opencl torch
+# Stages: tests check sanitize rows clrows elem rowcap bench-cuda bench-opencl torch
 #   rows: the warp and cluster builds of the CUDA row kernels
 #         (FUSEPORT_CUDA_ROW_BUILDS=tuned): tests, check and both sanitizers
 #         on them, then the row ops timed with the block policy and with the
@@ -17,6 +17,8 @@
 #   elem: the fused elementwise kernels under the tuned
 #         FUSEPORT_CUDA_ELEM_GRID, tested and timed against the host's grid
 #         (elem_*.json, elem_compare.txt).
+#   rowcap: the CUDA row ops with the block of the block-per-row builds
+#         capped (FUSEPORT_CUDA_ROWS_BLOCK_CAP), timed against the host's.
 # Environment: OUT (where results go; the device tool sets it), DEADLINE
 # (seconds this call may use, default 570), FP (a fuseport binary; default
 # .gpu/bin/fuseport, built here on this machine's image, else a fresh build),
@@ -206,6 +208,30 @@ stage_elem() {
   done
   "$FP" compare "$OUT/elem_host.json" "$OUT/elem_tuned.json" >"$OUT/elem_compare.txt" 2>&1
   grep -E "^==|geometric" "$OUT/elem_compare.txt"
+}
+
+# The block of the CUDA block-per-row builds (FUSEPORT_CUDA_ROWS_BLOCK_CAP):
+# the host's N/16 threads against caps of 512, 256 and 128, timed in this
+# call (rowcap_*.json, rowcap_compare.txt).
+stage_rowcap() {
+  local cap
+  log "CUDA row ops: block caps"
+  for cap in host 512 256 128; do
+    if [ $cap = host ]; then
+      env -u FUSEPORT_CUDA_ROWS_BLOCK_CAP timeout 100 "$FP" bench --backend cuda --op $ROW_OPS \
+        --variants fused --shapes $ROW_SHAPES --rep-ms 10 --quiet --out "$OUT/rowcap_host.json"
+    else
+      FUSEPORT_CUDA_ROWS_BLOCK_CAP=$cap timeout 100 "$FP" bench --backend cuda --op $ROW_OPS \
+        --variants fused --shapes $ROW_SHAPES --rep-ms 10 --quiet --out "$OUT/rowcap_$cap.json"
+    fi
+    echo "cap $cap: exit $?"
+  done
+  FUSEPORT_CUDA_ROWS_BLOCK_CAP=128 timeout 100 "$FP" check --backend cuda --quiet --op $ROW_OPS |
+    tail -1
+  for cap in 512 256 128; do
+    "$FP" compare "$OUT/rowcap_host.json" "$OUT/rowcap_$cap.json"
+  done >"$OUT/rowcap_compare.txt" 2>&1
+  grep -E "^==|geometric" "$OUT/rowcap_compare.txt"
 }
 
 stage_bench-cuda() { sweep cuda cuda.json; }

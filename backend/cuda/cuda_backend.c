@@ -36,6 +36,7 @@ typedef struct cuda_state {
   fp_cuda_tuning tuning[FPK_COUNT]; /* extra builds of the ROWS kernels */
   fp_rows_policy row_policy;        /* FUSEPORT_CUDA_ROW_BUILDS */
   fp_elem_grid_policy elem_grid;    /* FUSEPORT_CUDA_ELEM_GRID */
+  unsigned rows_block_cap;          /* FUSEPORT_CUDA_ROWS_BLOCK_CAP; 0: none */
   int cc_major, sm_count;
   bool family_loaded[FPF_COUNT];
   double family_load_ms[FPF_COUNT];
@@ -192,6 +193,20 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                         "FUSEPORT_CUDA_ROW_BUILDS='%s': expected 'tuned' (the default) or 'block'",
                         policy);
+  }
+  /* A timing knob: the largest block of the block-per-row builds (the
+   * host asks for N/16 threads, up to 1024). */
+  const char *block_cap = getenv("FUSEPORT_CUDA_ROWS_BLOCK_CAP");
+  if (block_cap != NULL && *block_cap != '\0') {
+    char *end = NULL;
+    const unsigned long cap = strtoul(block_cap, &end, 10);
+    if (end == block_cap || *end != '\0' || cap < 32 || cap > 1024 || (cap & (cap - 1)) != 0) {
+      free(s);
+      return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                          "FUSEPORT_CUDA_ROWS_BLOCK_CAP='%s': expected a power of two in 32..1024",
+                          block_cap);
+    }
+    s->rows_block_cap = (unsigned)cap;
   }
   const char *elem_grid = getenv("FUSEPORT_CUDA_ELEM_GRID");
   if (!fp_elem_grid_policy_from_env(elem_grid, &s->elem_grid)) {
@@ -637,9 +652,11 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
   const char *build = "";
   unsigned cluster = 1;
   if (tuning->rows && nd->dims == 1 && shared_bytes == 0) {
+    const unsigned host_block =
+        s->rows_block_cap != 0 && block[0] > s->rows_block_cap ? s->rows_block_cap : block[0];
     const fp_rows_plan plan =
         fp_cuda_plan_rows(s->row_policy, &tuning->offer, args[tuning->arg_m].v.i64,
-                          args[tuning->arg_n].v.i64, grid[0], block[0], s->cc_major, s->sm_count);
+                          args[tuning->arg_n].v.i64, grid[0], host_block, s->cc_major, s->sm_count);
     if (plan.build != FP_ROWS_REGISTERED) {
       kernel = tuning->builds[plan.build];
       build = tuning->names[plan.build];
