@@ -16,8 +16,9 @@ enum { H100_SMS = 132, HOST_CAP = 1 << 20 };
 /* The offer of kernels/cu/reduce.cu (no WARP build: WARP_SHORT covers the
  * rows warps are used for) and of horizontal.cu (no long-row or short warp
  * build; a warp build of 8 vectors; a streaming cluster build). */
-static const fp_rows_builds reduce_offer = {{true, true, false, true}, 2, 0, 4};
-static const fp_rows_builds hreduce_offer = {{false, false, true, true}, 0, 8, 0};
+static const fp_rows_builds reduce_offer = {{true, true, false, true}, 2, 0, 4, 8};
+static const fp_rows_builds reduce_offer_k4 = {{true, true, false, true}, 2, 0, 4, 4};
+static const fp_rows_builds hreduce_offer = {{false, false, true, true}, 0, 8, 0, 0};
 
 /* The host's ROWS request (ops/primitives.c fp_rows_range). */
 static void host_request(int64_t M, int64_t N, uint32_t *groups, uint32_t *block) {
@@ -76,10 +77,17 @@ static void assert_preconditions(const fp_rows_builds *b, int64_t M, int64_t N, 
   case FP_ROWS_REGISTERED: {
     uint32_t groups, block;
     host_request(M, N, &groups, &block);
-    if (p.grid != groups || p.block != block || p.cluster != 1)
-      fail_msg("%s: block builds keep the host's geometry", what);
+    if (p.grid != groups || p.cluster != 1)
+      fail_msg("%s: block builds keep the host's grid", what);
     if (p.build == FP_ROWS_LONG && !(N / 4 > 2 * (int64_t)block))
       fail_msg("%s: long-row build for a row the registered build caches", what);
+    if (p.block != block) {
+      /* only the long-row build shrinks its block, and only to one that
+       * still caches the whole row, of at least 128 threads */
+      if (p.build != FP_ROWS_LONG || b->long_vectors == 0 || p.block > block || p.block < 128 ||
+          N / 4 > (int64_t)p.block * b->long_vectors)
+        fail_msg("%s: block %u instead of the host's %u", what, p.block, block);
+    }
     break;
   }
   }
@@ -95,9 +103,9 @@ static void test_preconditions_hold(void **state) {
                            8191,  8192,  8193,  16383,  16384,  16385,  30001,  32768,   32769,
                            65535, 65536, 65537, 131071, 131072, 131073, 262144, 1 << 20, 1 << 22};
   const int n = (int)(sizeof sizes / sizeof sizes[0]);
-  const fp_rows_builds *offers[] = {&reduce_offer, &hreduce_offer};
+  const fp_rows_builds *offers[] = {&reduce_offer, &reduce_offer_k4, &hreduce_offer};
   int checked = 0, tuned_builds = 0;
-  for (int o = 0; o < 2; ++o)
+  for (size_t o = 0; o < sizeof offers / sizeof offers[0]; ++o)
     for (int policy = 0; policy < 2; ++policy)
       for (int cc = 8; cc <= 9; ++cc)
         for (int i = 0; i < n; ++i)
@@ -110,7 +118,7 @@ static void test_preconditions_hold(void **state) {
               tuned_builds += p.build == FP_ROWS_WARP || p.build == FP_ROWS_CLUSTER;
             ++checked;
           }
-  assert_int_equal(checked, 2 * 2 * 2 * n * n);
+  assert_int_equal(checked, (int)(sizeof offers / sizeof offers[0]) * 2 * 2 * n * n);
   assert_true(tuned_builds > 0);
 }
 
@@ -154,6 +162,35 @@ static void test_gpu_test_shapes_reach_every_build(void **state) {
     /* without clusters (sm_80/86) the long rows stay on the block builds */
     fp_rows_plan a = plan_for(FP_ROWS_POLICY_TUNED, &reduce_offer, cases[k].M, cases[k].N, 8);
     assert_true(a.build != FP_ROWS_CLUSTER);
+  }
+}
+
+/* The long-row build takes the smallest block that caches the row (at
+ * least 128 threads, at most the host's) under the tuned policy only. */
+static void test_long_row_blocks(void **state) {
+  (void)state;
+  static const struct {
+    int64_t M, N;
+    uint32_t block_k8, block_k4; /* expected blocks for 8- and 4-vector caches */
+  } cases[] = {
+      {4096, 16384, 512, 1024},  {512, 16384, 512, 1024}, {8192, 8192, 256, 512},
+      {4096, 4096, 128, 256},    {8192, 4096, 128, 256},  {30, 12000, 512, 1024},
+      {1024, 65536, 1024, 1024}, /* the cache cannot hold it: the host's block, streaming */
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+    for (int cc = 8; cc <= 9; ++cc) {
+      fp_rows_plan p8 = plan_for(FP_ROWS_POLICY_TUNED, &reduce_offer, cases[k].M, cases[k].N, cc);
+      fp_rows_plan p4 =
+          plan_for(FP_ROWS_POLICY_TUNED, &reduce_offer_k4, cases[k].M, cases[k].N, cc);
+      fp_rows_plan b8 = plan_for(FP_ROWS_POLICY_BLOCK, &reduce_offer, cases[k].M, cases[k].N, cc);
+      uint32_t groups, host_block;
+      host_request(cases[k].M, cases[k].N, &groups, &host_block);
+      assert_int_equal(p8.build, FP_ROWS_LONG);
+      assert_int_equal(p8.block, cases[k].block_k8);
+      assert_int_equal(p4.block, cases[k].block_k4);
+      assert_int_equal(b8.block, host_block);
+      assert_int_equal(p8.grid, groups);
+    }
   }
 }
 
@@ -248,6 +285,7 @@ int main(void) {
       cmocka_unit_test(test_preconditions_hold),
       cmocka_unit_test(test_gpu_test_shapes_reach_every_build),
       cmocka_unit_test(test_policy_from_env),
+      cmocka_unit_test(test_long_row_blocks),
       cmocka_unit_test(test_elem_policy_from_env),
       cmocka_unit_test(test_elem_grids),
   };

@@ -12,6 +12,7 @@ enum {
   CLUSTER_MIN_SHARE = 2048,    /* floats per block, at least, when C grows */
   MAX_BLOCK = 1024,
   MIN_CLUSTER_BLOCK = 128,
+  MIN_LONG_BLOCK = 128,
   /* Measured on an H100 (docs/PERF.md, 2026-11-23): a warp per row beats a
    * block per row up to N = 256 (1.3-1.8x at 65536 x 128) and ties or
    * loses beyond (layernorm 0.88 at 65536 x 512)... */
@@ -93,8 +94,23 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
       }
     }
   }
-  if (b->has[FP_ROWS_LONG] && N / 4 > 2 * (int64_t)host_block)
+  if (b->has[FP_ROWS_LONG] && N / 4 > 2 * (int64_t)host_block) {
     plan.build = FP_ROWS_LONG;
+    /* The smallest block whose cache still holds the row, if smaller than
+     * the host's (never below 128 threads): more rows in flight per SM
+     * while the others reduce. Measured on an H200 (2026-11-23), time
+     * against the host's block, for the 8-vector caches of softmax and
+     * norm_chain: 0.75-0.76 at 4096 x 16384 (512 threads), 0.82 at
+     * 512 x 16384, 0.85-0.93 at 8192 x 8192 (256), 0.98-1.00 at 4096 x 4096
+     * (128), 1.00-1.04 at 128 x 8192; the 4-vector caches already have
+     * the host's block. */
+    if (policy == FP_ROWS_POLICY_TUNED && b->long_vectors > 0) {
+      const int64_t threads = ((N / 4) + b->long_vectors - 1) / b->long_vectors;
+      uint32_t block = pow2_ceil(threads < MIN_LONG_BLOCK ? MIN_LONG_BLOCK : threads);
+      if (block < host_block)
+        plan.block = block;
+    }
+  }
   return plan;
 }
 

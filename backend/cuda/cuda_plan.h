@@ -14,7 +14,8 @@
  *   CLUSTER     sm_90+: a cluster of C (2..8) blocks per row; each block's
  *               share of the row, ceil(ceil(N/4) / C) float4 vectors, fits
  *               cluster_vectors per thread (0: the build streams, any share);
- *   LONG_ROWS   the host's geometry, a deeper register cache.
+ *   LONG_ROWS   a block per row, a deeper register cache (long_vectors per
+ *               thread); any block size (rows the cache cannot hold stream).
  */
 #ifndef FUSEPORT_CUDA_PLAN_H
 #define FUSEPORT_CUDA_PLAN_H
@@ -40,6 +41,7 @@ typedef struct fp_rows_builds {
   int warp_short_vectors; /* float4 per lane of WARP_SHORT */
   int warp_vectors;       /* float4 per lane of WARP */
   int cluster_vectors;    /* float4 per thread of CLUSTER, 0: it streams */
+  int long_vectors;       /* float4 per thread of LONG_ROWS' cache, 0: keep the host's block */
 } fp_rows_builds;
 
 typedef struct fp_rows_plan {

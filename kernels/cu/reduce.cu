@@ -610,16 +610,17 @@ extern "C" void fp_cuda_register_reduce(const void *table[FPK_COUNT]) {
   table[FPK_norm_chain_fused] = reinterpret_cast<const void *>(&norm_chain_fused);
 }
 
-/* The builds of each kernel and where its M and N are. */
-#define FPCU_ROW_BUILDS(kernel, arg_m, arg_n)                                                      \
+/* The builds of each kernel, where its M and N are, and its long-row build's
+ * cache depth (LONG_K of FPCU_ROW_KERNEL above: must match). */
+#define FPCU_ROW_BUILDS(kernel, arg_m, arg_n, long_k)                                              \
   rows_tuning(reinterpret_cast<const void *>(&kernel##_long_rows),                                 \
               reinterpret_cast<const void *>(&kernel##_warp_short), nullptr,                       \
-              reinterpret_cast<const void *>(&kernel##_cluster), arg_m, arg_n, 2, 0, 4)
+              reinterpret_cast<const void *>(&kernel##_cluster), arg_m, arg_n, 2, 0, 4, long_k)
 
 extern "C" void fp_cuda_register_tuning_reduce(fp_cuda_tuning table[FPK_COUNT]) {
-  table[FPK_softmax_fused] = FPCU_ROW_BUILDS(softmax_fused, 2, 3);
-  table[FPK_double_softmax_fused] = FPCU_ROW_BUILDS(double_softmax_fused, 2, 3);
-  table[FPK_softmax_backward_fused] = FPCU_ROW_BUILDS(softmax_backward_fused, 3, 4);
-  table[FPK_layernorm_fused] = FPCU_ROW_BUILDS(layernorm_fused, 6, 7);
-  table[FPK_norm_chain_fused] = FPCU_ROW_BUILDS(norm_chain_fused, 2, 3);
+  table[FPK_softmax_fused] = FPCU_ROW_BUILDS(softmax_fused, 2, 3, 8);
+  table[FPK_double_softmax_fused] = FPCU_ROW_BUILDS(double_softmax_fused, 2, 3, 4);
+  table[FPK_softmax_backward_fused] = FPCU_ROW_BUILDS(softmax_backward_fused, 3, 4, 4);
+  table[FPK_layernorm_fused] = FPCU_ROW_BUILDS(layernorm_fused, 6, 7, 4);
+  table[FPK_norm_chain_fused] = FPCU_ROW_BUILDS(norm_chain_fused, 2, 3, 8);
 }
