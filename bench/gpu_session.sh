@@ -107,7 +107,7 @@ ROW_OPS=softmax,double_softmax,softmax_backward,layernorm,norm_chain,hreduce_poi
 ROW_SHAPES=1x65536,8x65536,16x32768,30x12000,33x4097,65536x128,65536x256,65536x512,32768x1024,16384x2048,8192x4096,128x8192,512x16384,128x32768,256x32768,128x65536,1024x65536,4096x16384,8192x8192,4096x4096,1000x3,70x509,66x30001,5x65537
 
 stage_rows() {
-  local shapes=3x1000,1000x3,70x509,33x4097,30x12000,66x30001,5x65537
+  local shapes=3x1000,1000x3,70x509,33x4097,30x12000,66x30001,5x65537,16x4096,8x8192
   log "tuned row builds: tests and check"
   for t in test_backend test_ops; do
     FUSEPORT_CUDA_ROW_BUILDS=tuned timeout 200 "$BIN/$t" cuda >"$OUT/$t-tuned.log" 2>&1
