@@ -4,7 +4,7 @@
 #
 #   bash bench/gpu_session.sh STAGE... 
 #
-# Stages: tests check sanitize rows clrows elem rowcap bench-cuda bench-opencl torch
+# Stages: tests check sanitize rows clrows elem rowcap hreduce bench-cuda bench-opencl torch
 #   rows: the warp and cluster builds of the CUDA row kernels
 #         (FUSEPORT_CUDA_ROW_BUILDS=tuned): tests, check and both sanitizers
 #         on them, then the row ops timed with the block policy and with the
@@ -19,6 +19,8 @@
 #         (elem_*.json, elem_compare.txt).
 #   rowcap: the CUDA row ops with the block of the block-per-row builds
 #         capped (FUSEPORT_CUDA_ROWS_BLOCK_CAP), timed against the host's.
+#   hreduce: the horizontal ops where they trailed torch.compile: checks,
+#         sanitizers, then timed against the previous binary and compile.
 # Environment: OUT (where results go; the device tool sets it), DEADLINE
 # (seconds this call may use, default 570), FP (a fuseport binary; default
 # .gpu/bin/fuseport, built here on this machine's image, else a fresh build),
@@ -232,6 +234,39 @@ stage_rowcap() {
     "$FP" compare "$OUT/rowcap_host.json" "$OUT/rowcap_$cap.json"
   done >"$OUT/rowcap_compare.txt" 2>&1
   grep -E "^==|geometric" "$OUT/rowcap_compare.txt"
+}
+
+# The horizontal ops on the seed-grid cells where they trailed torch.compile
+# (rows of 16384-65536, 512 rows or more): correctness and sanitizers on
+# shapes that take hreduce_pointwise's 512-thread blocks, then this tree,
+# the previous binary ($BIN/fuseport-base) and torch.compile timed in this
+# call (hr_*.json, hr_compare.txt).
+HR_SHAPES=512x16384,1024x16384,2048x16384,4096x16384,8192x16384,16384x16384,32768x16384,65536x16384,512x32768,1024x32768,2048x32768,4096x32768,512x65536,1024x65536,2048x65536
+stage_hreduce() {
+  local ops=hreduce_pointwise,hreduce_reduce
+  timeout 120 "$BIN/test_ops" cuda >"$OUT/hr-tests.log" 2>&1
+  echo "test_ops cuda: exit $? ($(grep -c '\[  FAILED  \]' "$OUT/hr-tests.log") failed lines)"
+  "$FP" check --backend cuda --quiet --op $ops --shapes 530x9000,600x16385,2048x16384 | tail -1
+  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$FP" check --backend cuda \
+    --quiet --op $ops --variant fused --shapes 530x9000,529x16383 >"$OUT/hr-memcheck.log" 2>&1
+  echo "memcheck exit $?"; tail -1 "$OUT/hr-memcheck.log"
+  timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 "$FP" check --backend cuda \
+    --quiet --op $ops --variant fused --shapes 530x9000 >"$OUT/hr-racecheck.log" 2>&1
+  echo "racecheck exit $?"; tail -1 "$OUT/hr-racecheck.log"
+  local b=(bench --backend cuda --op $ops --variants fused --shapes $HR_SHAPES --rep-ms 20 --quiet)
+  timeout 100 "$FP" "${b[@]}" --out "$OUT/hr_new.json"; echo "new: exit $?"
+  [ -x "$BIN/fuseport-base" ] && { timeout 100 "$BIN/fuseport-base" "${b[@]}" --out "$OUT/hr_base.json"; echo "base: exit $?"; }
+  PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_bench.py --ops $ops --shapes $HR_SHAPES \
+    --modes compile --rep-ms 20 --out "$OUT/hr_torch.json" >"$OUT/hr_torch.log" 2>&1
+  echo "torch compile: exit $?"
+  timeout 100 "$FP" "${b[@]}" --out "$OUT/hr_new2.json"; echo "new, again: exit $?"
+  {
+    [ -f "$OUT/hr_base.json" ] && "$FP" compare "$OUT/hr_base.json" "$OUT/hr_new.json"
+    for f in hr_base hr_new hr_new2; do
+      [ -f "$OUT/$f.json" ] && { echo "== $f against torch.compile"; "$FP" compare "$OUT/hr_torch.json" "$OUT/$f.json" --variant compile:fused; }
+    done
+  } >"$OUT/hr_compare.txt" 2>&1
+  grep -E "^==|geometric" "$OUT/hr_compare.txt"
 }
 
 stage_bench-cuda() { sweep cuda cuda.json; }

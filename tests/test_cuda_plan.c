@@ -16,9 +16,11 @@ enum { H100_SMS = 132, HOST_CAP = 1 << 20 };
 /* The offer of kernels/cu/reduce.cu (no WARP build: WARP_SHORT covers the
  * rows warps are used for) and of horizontal.cu (no long-row or short warp
  * build; a warp build of 8 vectors; a streaming cluster build). */
-static const fp_rows_builds reduce_offer = {{true, true, false, true}, 2, 0, 4, 8};
-static const fp_rows_builds reduce_offer_k4 = {{true, true, false, true}, 2, 0, 4, 4};
-static const fp_rows_builds hreduce_offer = {{false, false, true, true}, 0, 8, 0, 0};
+static const fp_rows_builds reduce_offer = {{true, true, false, true}, 2, 0, 4, 8, 0};
+static const fp_rows_builds reduce_offer_k4 = {{true, true, false, true}, 2, 0, 4, 4, 0};
+static const fp_rows_builds hreduce_offer = {{false, false, true, true}, 0, 8, 0, 0, 0};
+/* hreduce_pointwise: 40 registers, three blocks of 512 resident, one of 1024 */
+static const fp_rows_builds hreduce_pointwise_offer = {{false, false, true, true}, 0, 8, 0, 0, 512};
 
 /* The host's ROWS request (ops/primitives.c fp_rows_range). */
 static void host_request(int64_t M, int64_t N, uint32_t *groups, uint32_t *block) {
@@ -83,9 +85,14 @@ static void assert_preconditions(const fp_rows_builds *b, int64_t M, int64_t N, 
       fail_msg("%s: long-row build for a row the registered build caches", what);
     if (p.block != block) {
       /* only the long-row build shrinks its block, and only to one that
-       * still caches the whole row, of at least 128 threads */
-      if (p.build != FP_ROWS_LONG || b->long_vectors == 0 || p.block > block || p.block < 128 ||
-          N / 4 > (int64_t)p.block * b->long_vectors)
+       * still caches the whole row, of at least 128 threads; a registered
+       * build only to its full_block, with at least 4 rows per SM */
+      const bool long_ok = p.build == FP_ROWS_LONG && b->long_vectors != 0 && p.block < block &&
+                           p.block >= 128 && N / 4 <= (int64_t)p.block * b->long_vectors;
+      const bool full_ok = p.build == FP_ROWS_REGISTERED && b->full_block != 0 &&
+                           p.block == b->full_block && block > b->full_block &&
+                           rows >= 4 * H100_SMS;
+      if (!long_ok && !full_ok)
         fail_msg("%s: block %u instead of the host's %u", what, p.block, block);
     }
     break;
@@ -103,7 +110,8 @@ static void test_preconditions_hold(void **state) {
                            8191,  8192,  8193,  16383,  16384,  16385,  30001,  32768,   32769,
                            65535, 65536, 65537, 131071, 131072, 131073, 262144, 1 << 20, 1 << 22};
   const int n = (int)(sizeof sizes / sizeof sizes[0]);
-  const fp_rows_builds *offers[] = {&reduce_offer, &reduce_offer_k4, &hreduce_offer};
+  const fp_rows_builds *offers[] = {&reduce_offer, &reduce_offer_k4, &hreduce_offer,
+                                    &hreduce_pointwise_offer};
   int checked = 0, tuned_builds = 0;
   for (size_t o = 0; o < sizeof offers / sizeof offers[0]; ++o)
     for (int policy = 0; policy < 2; ++policy)
@@ -191,6 +199,30 @@ static void test_long_row_blocks(void **state) {
       assert_int_equal(b8.block, host_block);
       assert_int_equal(p8.grid, groups);
     }
+  }
+}
+
+/* hreduce_pointwise's block build takes 512 threads instead of 1024 when
+ * there are at least 4 rows per SM; hreduce_reduce keeps the host's. */
+static void test_full_block(void **state) {
+  (void)state;
+  static const struct {
+    int64_t M, N;
+    uint32_t block;
+  } cases[] = {{4096, 16384, 512}, {2048, 16384, 512}, {528, 65536, 512},  {527, 65536, 1024},
+               {128, 65536, 1024}, {65536, 8192, 512}, {65536, 4096, 256}, {1024, 16384, 512}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+    fp_rows_plan p =
+        plan_for(FP_ROWS_POLICY_TUNED, &hreduce_pointwise_offer, cases[k].M, cases[k].N, 9);
+    fp_rows_plan r = plan_for(FP_ROWS_POLICY_TUNED, &hreduce_offer, cases[k].M, cases[k].N, 9);
+    fp_rows_plan b =
+        plan_for(FP_ROWS_POLICY_BLOCK, &hreduce_pointwise_offer, cases[k].M, cases[k].N, 9);
+    uint32_t groups, host_block;
+    host_request(cases[k].M, cases[k].N, &groups, &host_block);
+    assert_int_equal(p.build, FP_ROWS_REGISTERED);
+    assert_int_equal(p.block, cases[k].block);
+    assert_int_equal(r.block, host_block);
+    assert_int_equal(b.block, host_block);
   }
 }
 
@@ -286,6 +318,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_test_shapes_reach_every_build),
       cmocka_unit_test(test_policy_from_env),
       cmocka_unit_test(test_long_row_blocks),
+      cmocka_unit_test(test_full_block),
       cmocka_unit_test(test_elem_policy_from_env),
       cmocka_unit_test(test_elem_grids),
   };

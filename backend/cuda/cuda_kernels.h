@@ -858,7 +858,8 @@ __device__ __forceinline__ float dropout_apply(float v, long long seed, long lon
  * planner's preconditions; cluster_vectors 0: the cluster build streams). */
 inline fp_cuda_tuning rows_tuning(const void *long_rows, const void *warp_short, const void *warp,
                                   const void *cluster, int arg_m, int arg_n, int warp_short_vectors,
-                                  int warp_vectors, int cluster_vectors, int long_vectors) {
+                                  int warp_vectors, int cluster_vectors, int long_vectors,
+                                  unsigned full_block) {
   fp_cuda_tuning t = {};
   const void *builds[FP_CUDA_MAX_BUILDS] = {};
   builds[FP_ROWS_LONG] = long_rows;
@@ -880,6 +881,7 @@ inline fp_cuda_tuning rows_tuning(const void *long_rows, const void *warp_short,
   t.offer.warp_vectors = warp_vectors;
   t.offer.cluster_vectors = cluster_vectors;
   t.offer.long_vectors = long_vectors;
+  t.offer.full_block = full_block;
   return t;
 }
 

@@ -42,6 +42,8 @@ typedef struct fp_rows_builds {
   int warp_vectors;       /* float4 per lane of WARP */
   int cluster_vectors;    /* float4 per thread of CLUSTER, 0: it streams */
   int long_vectors;       /* float4 per thread of LONG_ROWS' cache, 0: keep the host's block */
+  uint32_t full_block;    /* the largest block of the registered build that the register
+                             file keeps resident two at a time (0: no limit) */
 } fp_rows_builds;
 
 typedef struct fp_rows_plan {

@@ -135,11 +135,12 @@ extern "C" void fp_cuda_register_horizontal(const void *table[FPK_COUNT]) {
 extern "C" void fp_cuda_register_tuning_horizontal(fp_cuda_tuning table[FPK_COUNT]) {
   /* (sum, out2, a, M, N): M and N are arguments 3 and 4; the warp build
    * takes rows of up to 1024 floats, and the cluster's blocks (which cache
-   * nothing) any share */
+   * nothing) any share; hreduce_pointwise's 40 registers fit one block of
+   * 1024 per SM but three of 512 (its full_block) */
   table[FPK_hreduce_pointwise_fused] = rows_tuning(
       nullptr, nullptr, reinterpret_cast<const void *>(&hreduce_pointwise_fused_warp),
-      reinterpret_cast<const void *>(&hreduce_pointwise_fused_cluster), 3, 4, 0, 8, 0, 0);
-  table[FPK_hreduce_reduce_fused] =
-      rows_tuning(nullptr, nullptr, reinterpret_cast<const void *>(&hreduce_reduce_fused_warp),
-                  reinterpret_cast<const void *>(&hreduce_reduce_fused_cluster), 3, 4, 0, 8, 0, 0);
+      reinterpret_cast<const void *>(&hreduce_pointwise_fused_cluster), 3, 4, 0, 8, 0, 0, 512);
+  table[FPK_hreduce_reduce_fused] = rows_tuning(
+      nullptr, nullptr, reinterpret_cast<const void *>(&hreduce_reduce_fused_warp),
+      reinterpret_cast<const void *>(&hreduce_reduce_fused_cluster), 3, 4, 0, 8, 0, 0, 0);
 }

@@ -615,7 +615,7 @@ extern "C" void fp_cuda_register_reduce(const void *table[FPK_COUNT]) {
 #define FPCU_ROW_BUILDS(kernel, arg_m, arg_n, long_k)                                              \
   rows_tuning(reinterpret_cast<const void *>(&kernel##_long_rows),                                 \
               reinterpret_cast<const void *>(&kernel##_warp_short), nullptr,                       \
-              reinterpret_cast<const void *>(&kernel##_cluster), arg_m, arg_n, 2, 0, 4, long_k)
+              reinterpret_cast<const void *>(&kernel##_cluster), arg_m, arg_n, 2, 0, 4, long_k, 0)
 
 extern "C" void fp_cuda_register_tuning_reduce(fp_cuda_tuning table[FPK_COUNT]) {
   table[FPK_softmax_fused] = FPCU_ROW_BUILDS(softmax_fused, 2, 3, 8);
