@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "bench_core.h"
+#include "fp_git_commit.h"
 
 /* Largest seed a JSON number (a double) holds exactly. */
 #define FP_BENCH_MAX_SEED ((1ull << 53) - 1)

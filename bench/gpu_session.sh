@@ -50,6 +50,9 @@ if ! "$FP" list >/dev/null 2>&1; then
   FP=/tmp/fp-build/fuseport
   BIN=/tmp/fp-build/tests
 fi
+# torch_bench.py stamps its results with this, not with the copied tree's git
+FUSEPORT_GIT_COMMIT=$("$FP" --version | sed -n 's/.*(\(.*\)).*/\1/p')
+export FUSEPORT_GIT_COMMIT
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader
 "$FP" list | sed -n '1,6p'
 

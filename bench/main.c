@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "fp_git_commit.h"
 
 static const char usage[] =
     "usage: fuseport <command> [options]\n"

@@ -384,10 +384,14 @@ def main():
     timer = Timer(args.warmup_ms, args.rep_ms, 5, 10000, args.reps)
     props = torch.cuda.get_device_properties(0)
     copy_gbps = measure_copy_gbps(timer)
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        commit = "unknown"
+    # FUSEPORT_GIT_COMMIT (gpu_session.sh passes the fuseport binary's) wins
+    # over git: a tree copied to another machine may carry a stale .git
+    commit = os.environ.get("FUSEPORT_GIT_COMMIT", "")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
+        except OSError:
+            commit = "unknown"
     import triton
 
     doc = {
