@@ -94,16 +94,8 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
       }
     }
   }
-  /* A registered build whose registers let an SM hold only one block of
-   * the host's size (hreduce_pointwise: 40 registers, one block of 1024 =
-   * 1024 of 2048 threads) takes blocks of full_block once there are rows
-   * enough for several blocks per SM: 1.5 of them resident instead of one.
-   * Measured on an H200 (2026-11-23): 0.89 of the time at 4096 x 16384
-   * with 512 threads; 1.08-1.15 with 128 rows (fewer threads per SM). */
-  if (policy == FP_ROWS_POLICY_TUNED && b->full_block != 0 && host_block > b->full_block &&
-      rows >= 4 * (int64_t)sm_count && !(b->has[FP_ROWS_LONG] && N / 4 > 2 * (int64_t)host_block))
-    plan.block = b->full_block;
-  if (b->has[FP_ROWS_LONG] && N / 4 > 2 * (int64_t)host_block) {
+  const bool long_rows = b->has[FP_ROWS_LONG] && N / 4 > 2 * (int64_t)host_block;
+  if (long_rows) {
     plan.build = FP_ROWS_LONG;
     /* The smallest block whose cache still holds the row, if smaller than
      * the host's (never below 128 threads): more rows in flight per SM
@@ -119,6 +111,15 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
       if (block < host_block)
         plan.block = block;
     }
+  } else if (policy == FP_ROWS_POLICY_TUNED && b->full_block != 0 && host_block > b->full_block &&
+             rows >= 4 * (int64_t)sm_count) {
+    /* A registered build whose registers let an SM hold only one block of
+     * the host's size (hreduce_pointwise: 40 registers, one block of 1024 =
+     * 1024 of 2048 threads) takes blocks of full_block once there are rows
+     * enough for several blocks per SM: 1.5 of them resident instead of one.
+     * Measured on an H200 (2026-11-23): 0.89 of the time at 4096 x 16384
+     * with 512 threads; 1.08-1.15 with 128 rows (fewer threads per SM). */
+    plan.block = b->full_block;
   }
   return plan;
 }
