@@ -4,7 +4,8 @@
 #
 #   bash bench/gpu_session.sh STAGE... 
 #
-# Stages: tests check sanitize rows clrows elem rowcap hreduce bench-cuda bench-opencl torch
+# Stages: tests check sanitize rows clrows elem rowcap hreduce rowstage bench-cuda bench-opencl
+#         torch
 #   rows: the warp and cluster builds of the CUDA row kernels
 #         (FUSEPORT_CUDA_ROW_BUILDS=tuned): tests, check and both sanitizers
 #         on them, then the row ops timed with the block policy and with the
@@ -21,6 +22,8 @@
 #         capped (FUSEPORT_CUDA_ROWS_BLOCK_CAP), timed against the host's.
 #   hreduce: the horizontal ops where they trailed torch.compile: checks,
 #         sanitizers, then timed against the previous binary and compile.
+#   rowstage: the CUDA long-row build's staging of the next row: checks,
+#         sanitizers, then timed with it off and on (FUSEPORT_CUDA_ROW_STAGE).
 # Environment: OUT (where results go; the device tool sets it), DEADLINE
 # (seconds this call may use, default 570), FP (a fuseport binary; default
 # .gpu/bin/fuseport, built here on this machine's image, else a fresh build),
@@ -270,6 +273,54 @@ stage_hreduce() {
     done
   } >"$OUT/hr_compare.txt" 2>&1
   grep -E "^==|geometric" "$OUT/hr_compare.txt"
+}
+
+# The CUDA long-row build staging the next row in shared memory
+# (FUSEPORT_CUDA_ROW_STAGE): checks and both sanitizers on shapes where the
+# persistent blocks loop over several staged rows, then the row ops timed
+# with the previous binary ($BIN/fuseport-base), the stage off and on, twice
+# each, alternately, in this call (stage_{base,0,1}{a,b}.json,
+# stage_compare.txt).
+STAGE_OPS=softmax,double_softmax,softmax_backward,layernorm,norm_chain
+STAGE_SHAPES=16384x512,8192x1024,4096x2048,2048x4096,1024x8192,512x16384,256x32768,65536x2048,32768x4096,8192x16384,4096x32768,4000x16383
+stage_rowstage() {
+  local shapes=2500x1001,300x8191,300x16383,3000x4095,1000x3
+  log "row stage: tests and check (stage on, the default)"
+  for t in test_backend test_ops; do
+    timeout 200 "$BIN/$t" cuda >"$OUT/$t-stage.log" 2>&1
+    echo "$t cuda: exit $? ($(grep -c '\[       OK \]' "$OUT/$t-stage.log") ok," \
+      "$(grep -c '\[  FAILED  \]' "$OUT/$t-stage.log") failed lines)"
+  done
+  "$FP" check --backend cuda --quiet --op $STAGE_OPS --shapes $shapes,2000x16383,700x32768 | tail -2
+  log "row stage: memcheck and racecheck"
+  timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$FP" check --backend cuda \
+    --quiet --op $STAGE_OPS --variant fused --shapes $shapes >"$OUT/stage-memcheck.log" 2>&1
+  echo "memcheck exit $?"; tail -2 "$OUT/stage-memcheck.log"
+  timeout 250 compute-sanitizer --tool racecheck --error-exitcode 9 "$FP" check --backend cuda \
+    --quiet --op $STAGE_OPS --variant fused --shapes 2500x1001,300x8191,300x16383 \
+    >"$OUT/stage-racecheck.log" 2>&1
+  echo "racecheck exit $?"; tail -2 "$OUT/stage-racecheck.log"
+  log "row ops: previous binary, stage off, stage on, twice, same call"
+  local b=(bench --backend cuda --op $STAGE_OPS --variants fused --shapes $STAGE_SHAPES --rep-ms 10
+    --quiet)
+  local k v
+  for k in a b; do
+    if [ -x "$BIN/fuseport-base" ] && [ "$(left)" -gt 70 ]; then
+      timeout 120 "$BIN/fuseport-base" "${b[@]}" --out "$OUT/stage_base$k.json"
+      echo "base $k: exit $?"
+    fi
+    for v in 0 1; do
+      [ "$(left)" -gt 70 ] || { log "no time left for stage $v$k"; break 2; }
+      FUSEPORT_CUDA_ROW_STAGE=$v timeout 120 "$FP" "${b[@]}" --out "$OUT/stage_$v$k.json"
+      echo "stage $v$k: exit $?"
+    done
+  done
+  for k in a b; do
+    [ -f "$OUT/stage_1$k.json" ] && "$FP" compare "$OUT/stage_0$k.json" "$OUT/stage_1$k.json"
+    [ -f "$OUT/stage_base$k.json" ] && [ -f "$OUT/stage_1$k.json" ] &&
+      "$FP" compare "$OUT/stage_base$k.json" "$OUT/stage_1$k.json"
+  done >"$OUT/stage_compare.txt" 2>&1
+  grep -E "^==|geometric" "$OUT/stage_compare.txt"
 }
 
 stage_bench-cuda() { sweep cuda cuda.json; }

@@ -16,11 +16,14 @@ enum { H100_SMS = 132, HOST_CAP = 1 << 20 };
 /* The offer of kernels/cu/reduce.cu (no WARP build: WARP_SHORT covers the
  * rows warps are used for) and of horizontal.cu (no long-row or short warp
  * build; a warp build of 8 vectors; a streaming cluster build). */
-static const fp_rows_builds reduce_offer = {{true, true, false, true}, 2, 0, 4, 8, 0};
-static const fp_rows_builds reduce_offer_k4 = {{true, true, false, true}, 2, 0, 4, 4, 0};
-static const fp_rows_builds hreduce_offer = {{false, false, true, true}, 0, 8, 0, 0, 0};
+static const fp_rows_builds reduce_offer = {{true, true, false, true}, 2, 0, 4, 8, 0, 1};
+static const fp_rows_builds reduce_offer_k4 = {{true, true, false, true}, 2, 0, 4, 4, 0, 1};
+/* softmax_backward: two rows cached and staged */
+static const fp_rows_builds backward_offer = {{true, true, false, true}, 2, 0, 4, 4, 0, 2};
+static const fp_rows_builds hreduce_offer = {{false, false, true, true}, 0, 8, 0, 0, 0, 0};
 /* hreduce_pointwise: 40 registers, three blocks of 512 resident, one of 1024 */
-static const fp_rows_builds hreduce_pointwise_offer = {{false, false, true, true}, 0, 8, 0, 0, 512};
+static const fp_rows_builds hreduce_pointwise_offer = {
+    {false, false, true, true}, 0, 8, 0, 0, 512, 0};
 
 /* The host's ROWS request (ops/primitives.c fp_rows_range). */
 static void host_request(int64_t M, int64_t N, uint32_t *groups, uint32_t *block) {
@@ -226,6 +229,63 @@ static void test_full_block(void **state) {
   }
 }
 
+/* The long-row build stages exactly when its plan caches every row: the
+ * stage holds stage_rows x long_vectors float4 per thread; other builds,
+ * kernels without a stage and rows the cache cannot hold get none. */
+static void test_stage_bytes(void **state) {
+  (void)state;
+  static const struct {
+    const fp_rows_builds *b;
+    int64_t M, N;
+    uint64_t bytes;
+  } cases[] = {
+      /* softmax (8 vectors): 512 threads cache 16384 floats, 64 KiB */
+      {&reduce_offer, 4096, 16384, 8u * 16u * 512u},
+      {&reduce_offer, 4096, 16383, 8u * 16u * 512u},
+      {&reduce_offer, 4096, 32768, 8u * 16u * 1024u},
+      {&reduce_offer, 4096, 32769, 0}, /* longer than 1024 threads cache: streamed */
+      {&reduce_offer, 65536, 65536, 0},
+      {&reduce_offer, 65536, 4096, 8u * 16u * 128u},
+      {&reduce_offer, 4096, 2048, 8u * 16u * 128u}, /* the smallest long-row block */
+      {&reduce_offer, 8, 65536, 0},                 /* cluster build */
+      {&reduce_offer, 65536, 128, 0},               /* warp build */
+      {&reduce_offer_k4, 4096, 16384, 4u * 16u * 1024u},
+      {&reduce_offer_k4, 4096, 16385, 0},
+      {&backward_offer, 4096, 16384, 2u * 4u * 16u * 1024u},
+      {&backward_offer, 1000, 8192, 2u * 4u * 16u * 512u},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+    const fp_rows_plan p = plan_for(FP_ROWS_POLICY_TUNED, cases[k].b, cases[k].M, cases[k].N, 9);
+    const uint64_t bytes = fp_cuda_stage_bytes(cases[k].b, &p, cases[k].N);
+    if (bytes != cases[k].bytes)
+      fail_msg("M=%lld N=%lld (build %d, block %u): %llu bytes of stage, expected %llu",
+               (long long)cases[k].M, (long long)cases[k].N, (int)p.build, p.block,
+               (unsigned long long)bytes, (unsigned long long)cases[k].bytes);
+    if (bytes > 0) /* every row the build gets is then cached */
+      assert_true(cases[k].N <= 4 * (int64_t)cases[k].b->long_vectors * p.block);
+  }
+  fp_rows_plan p = plan_for(FP_ROWS_POLICY_TUNED, &hreduce_offer, 4096, 16384, 9);
+  assert_int_equal(fp_cuda_stage_bytes(&hreduce_offer, &p, 16384), 0);
+}
+
+/* Staging is taken only if it costs no resident block, and then the grid
+ * is at most the resident blocks of the whole GPU (a persistent grid). */
+static void test_plan_stage(void **state) {
+  (void)state;
+  fp_rows_plan p = {FP_ROWS_LONG, 4096, 512, 1};
+  assert_true(fp_cuda_plan_stage(&p, 2, 2, H100_SMS));
+  assert_int_equal(p.grid, 2 * H100_SMS);
+  p.grid = 100; /* fewer rows than resident blocks: unchanged */
+  assert_true(fp_cuda_plan_stage(&p, 2, 2, H100_SMS));
+  assert_int_equal(p.grid, 100);
+  p.grid = 4096;
+  assert_false(fp_cuda_plan_stage(&p, 1, 2, H100_SMS)); /* the stage would cost a block */
+  assert_int_equal(p.grid, 4096);
+  assert_false(fp_cuda_plan_stage(&p, 0, 1, H100_SMS)); /* does not fit at all */
+  assert_false(fp_cuda_plan_stage(&p, 2, 2, 0));
+  assert_int_equal(p.grid, 4096);
+}
+
 static void test_policy_from_env(void **state) {
   (void)state;
   bool unknown = true;
@@ -319,6 +379,8 @@ int main(void) {
       cmocka_unit_test(test_policy_from_env),
       cmocka_unit_test(test_long_row_blocks),
       cmocka_unit_test(test_full_block),
+      cmocka_unit_test(test_stage_bytes),
+      cmocka_unit_test(test_plan_stage),
       cmocka_unit_test(test_elem_policy_from_env),
       cmocka_unit_test(test_elem_grids),
   };

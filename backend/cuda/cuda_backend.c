@@ -37,6 +37,13 @@ typedef struct cuda_state {
   fp_rows_policy row_policy;        /* FUSEPORT_CUDA_ROW_BUILDS */
   fp_elem_grid_policy elem_grid;    /* FUSEPORT_CUDA_ELEM_GRID */
   unsigned rows_block_cap;          /* FUSEPORT_CUDA_ROWS_BLOCK_CAP; 0: none */
+  bool row_stage;                   /* FUSEPORT_CUDA_ROW_STAGE (default on) */
+  size_t smem_optin;                /* sharedMemPerBlockOptin */
+  /* the long-row builds' stage: max dynamic shared memory set to smem_optin,
+   * and the resident blocks with and without the stage per block size
+   * 2^0..2^10, plus one (0: not asked yet) */
+  bool stage_attr_set[FPK_COUNT];
+  unsigned char stage_resident[FPK_COUNT][11][2];
   int cc_major, sm_count;
   bool family_loaded[FPF_COUNT];
   double family_load_ms[FPF_COUNT];
@@ -208,6 +215,19 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
     }
     s->rows_block_cap = (unsigned)cap;
   }
+  /* A timing knob: 0 turns off the long-row builds' staging of the next row
+   * (cuda_plan.h), 1 or unset keeps it. */
+  const char *stage = getenv("FUSEPORT_CUDA_ROW_STAGE");
+  s->row_stage = true;
+  if (stage != NULL && *stage != '\0') {
+    if (strcmp(stage, "0") != 0 && strcmp(stage, "1") != 0) {
+      free(s);
+      return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                          "FUSEPORT_CUDA_ROW_STAGE='%s': expected 1 (the default) or 0", stage);
+    }
+    s->row_stage = stage[0] == '1';
+  }
+  s->smem_optin = prop.sharedMemPerBlockOptin;
   const char *elem_grid = getenv("FUSEPORT_CUDA_ELEM_GRID");
   if (!fp_elem_grid_policy_from_env(elem_grid, &s->elem_grid)) {
     free(s);
@@ -600,6 +620,56 @@ static bool elem_extent(fp_kernel_id id, const fp_karg *args, int nargs, int64_t
   return true;
 }
 
+/* Whether a LONG_ROWS plan of kernel id stages its next row (cuda_plan.h),
+ * and if so its dynamic shared memory and persistent grid: *shared_bytes
+ * and plan->grid. The occupancy answers are cached per kernel and block
+ * size. */
+static fp_status plan_stage(fp_context *ctx, fp_kernel_id id, const void *kernel, int64_t N,
+                            fp_rows_plan *plan, size_t *shared_bytes, bool *staged) {
+  cuda_state *s = state_of(ctx);
+  const char *name = fp_kernel_name(id);
+  *staged = false;
+  const uint64_t bytes = fp_cuda_stage_bytes(&s->tuning[id].offer, plan, N);
+  if (!s->row_stage || bytes == 0 || bytes > s->smem_optin)
+    return FP_OK;
+  int log2_block = 0;
+  while (log2_block < 10 && (1u << log2_block) < plan->block)
+    ++log2_block;
+  if ((1u << log2_block) != plan->block)
+    return FP_OK; /* the planner's blocks are powers of two */
+  unsigned char *resident = s->stage_resident[id][log2_block];
+  cudaError_t err;
+  if (!s->stage_attr_set[id]) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)s->smem_optin);
+    if (err != cudaSuccess)
+      return cuda_fail(ctx, err,
+                       "cudaFuncSetAttribute(%s (long-row build), max dynamic shared "
+                       "memory %zu bytes)",
+                       name, s->smem_optin);
+    s->stage_attr_set[id] = true;
+  }
+  if (resident[0] == 0) {
+    int with = 0, without = 0;
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&with, kernel, (int)plan->block,
+                                                        (size_t)bytes);
+    if (err == cudaSuccess)
+      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&without, kernel, (int)plan->block, 0);
+    if (err != cudaSuccess)
+      return cuda_fail(ctx, err,
+                       "cudaOccupancyMaxActiveBlocksPerMultiprocessor(%s (long-row build), "
+                       "block %u, %llu bytes of shared memory)",
+                       name, plan->block, (unsigned long long)bytes);
+    resident[0] = (unsigned char)(with < 254 ? with + 1 : 255);
+    resident[1] = (unsigned char)(without < 254 ? without + 1 : 255);
+  }
+  if (fp_cuda_plan_stage(plan, resident[0] - 1, resident[1] - 1, s->sm_count)) {
+    *shared_bytes = (size_t)bytes;
+    *staged = true;
+  }
+  return FP_OK;
+}
+
 static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd,
                              const fp_karg *args, int nargs) {
   cuda_state *s = state_of(ctx);
@@ -651,10 +721,11 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
   const void *kernel = s->kernels[id];
   const char *build = "";
   unsigned cluster = 1;
+  bool staged = false; /* the long-row build's stage, with its attribute set */
   if (tuning->rows && nd->dims == 1 && shared_bytes == 0) {
     const unsigned host_block =
         s->rows_block_cap != 0 && block[0] > s->rows_block_cap ? s->rows_block_cap : block[0];
-    const fp_rows_plan plan =
+    fp_rows_plan plan =
         fp_cuda_plan_rows(s->row_policy, &tuning->offer, args[tuning->arg_m].v.i64,
                           args[tuning->arg_n].v.i64, grid[0], host_block, s->cc_major, s->sm_count);
     if (plan.build != FP_ROWS_REGISTERED) {
@@ -668,6 +739,11 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
                           "launch of '%s': the planner chose an impossible launch%s (grid %u, "
                           "block %u, cluster %u)",
                           name, build, plan.grid, plan.block, plan.cluster);
+    if (plan.build == FP_ROWS_LONG) {
+      st = plan_stage(ctx, id, kernel, args[tuning->arg_n].v.i64, &plan, &shared_bytes, &staged);
+      if (st != FP_OK)
+        return st;
+    }
     grid[0] = plan.grid;
     block[0] = plan.block;
     cluster = plan.cluster;
@@ -682,7 +758,7 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
   if (st != FP_OK)
     return st;
   cudaError_t err;
-  if (shared_bytes > CUDA_DEFAULT_DYNAMIC_SHARED) {
+  if (shared_bytes > CUDA_DEFAULT_DYNAMIC_SHARED && !staged) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)shared_bytes);
     if (err != cudaSuccess)

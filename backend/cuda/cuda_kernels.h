@@ -556,16 +556,24 @@ __device__ __forceinline__ int slot_vector(const Team &t, const RowPart &p, int 
 
 /* Loads this thread's part of a row split as p.s; vec: row + p.s.head is
  * 16-byte aligned (true for the row the split was computed from). All K
- * loads are issued before any is used. */
+ * loads are issued before any is used. staged: the vectors come from a
+ * RowStage that copied this row (wait() done), the head and tail from
+ * global. */
 template <int K, class Team>
 __device__ __forceinline__ void cache_load(const Team &t, RowCache<K> &c, const float *row,
-                                           const RowPart &p, bool vec) {
+                                           const RowPart &p, bool vec,
+                                           const float4 *staged = nullptr) {
   c.head = has_head_elem(t, p) ? __ldg(row + t.rank()) : 0.0f;
   const float *body = row + p.s.head;
 #pragma unroll
-  for (int k = 0; k < K; ++k)
-    c.v[k] = slot_valid(t, p, k) ? ldg4_any(body + 4 * slot_vector(t, p, k), vec)
-                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int k = 0; k < K; ++k) {
+    if (!slot_valid(t, p, k))
+      c.v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    else if (staged != nullptr) /* a RowStage's slots: whole-row teams only */
+      c.v[k] = staged[slot_offset(t, k)];
+    else
+      c.v[k] = ldg4_any(body + 4 * slot_vector(t, p, k), vec);
+  }
   c.tail = has_tail_elem(t, p) ? __ldg(row + tail_col(p.s, t.rank())) : 0.0f;
 }
 
@@ -623,6 +631,114 @@ __device__ __forceinline__ void cache_store(const Team &t, const RowCache<K> &c,
   if (has_tail_elem(t, p))
     out_row[tail_col(p.s, t.rank())] = c.tail;
 }
+
+/* ---- staging the next row (long-row build) -----------------------------------
+ * A block that caches whole rows works in phases: load the row, reduce it
+ * (barriers, no memory traffic), write it. With one or two such blocks per
+ * SM, memory idles during the reductions. The long-row build therefore runs
+ * as a persistent grid (each block loops over many rows) and, while it
+ * reduces row r, copies its slots of row r + row_step from global into
+ * dynamic shared memory with cp.async (sm_80+, through L2 only): the load
+ * of the next row overlaps the work on this one.
+ *
+ * Layout: staged row a (0 or 1: softmax_backward stages y and g), slot k
+ * of thread t at stage[(a * kMaxK + k) * blockDim.x + t], the same slots as
+ * RowCache (vector t + k * blockDim.x of the row's split). Each thread
+ * copies and later reads only its own slots, so cp.async.wait_all is the
+ * only synchronisation the data needs; a slot is overwritten by the next
+ * copy only after the row's first team reduction, i.e. after its value has
+ * been read into registers and used. The backend enables staging by
+ * launching with dynamic shared memory for it (fp_cuda_stage_bytes), and
+ * only for rows that every block caches (N <= 4 * kMaxK * blockDim.x). */
+__device__ __forceinline__ unsigned dynamic_smem_bytes() {
+#ifdef FPCU_EMULATION
+  return (unsigned)fpemu::dynamic_shared_bytes();
+#else
+  unsigned r;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+  return r;
+#endif
+}
+
+__device__ __forceinline__ float4 *dynamic_smem_f4() {
+#ifdef FPCU_EMULATION
+  return static_cast<float4 *>(fpemu::dynamic_shared());
+#else
+  extern __shared__ float4 fpcu_dynamic_smem[];
+  return fpcu_dynamic_smem;
+#endif
+}
+
+/* 16 bytes global -> shared, asynchronously (gmem 16-byte aligned). */
+__device__ __forceinline__ void cp_async16(float4 *smem, const float *gmem) {
+#if defined(FPCU_EMULATION)
+  fpemu::async_copy16(smem, gmem);
+#elif __CUDA_ARCH__ >= 800
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+#else
+  *smem = ldg4(gmem);
+#endif
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+#if !defined(FPCU_EMULATION) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void cp_async_wait_all() {
+#if !defined(FPCU_EMULATION) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+/* The staging area of a block-per-row build that caches up to kMaxK float4
+ * per thread, for kRows row arrays; off for other teams, when the launch
+ * gave too little dynamic shared memory, or when a row might not fit the
+ * cache. Only a flag is kept: the slots' address is the shared-memory
+ * symbol's, which costs no register. */
+template <int kMaxK, int kRows, class Team> struct RowStage {
+  /* only the long-row build (a block, a cache of 4 or 8) can stage: the
+   * code is compiled out of the others */
+  static constexpr bool kCan = std::is_same<Team, BlockTeam>::value && kMaxK >= 4;
+  bool enabled = false;
+
+  __device__ __forceinline__ RowStage(const Team &, long long N) {
+    if constexpr (kCan) {
+      const long long need = (long long)kRows * kMaxK * 16 * blockDim.x;
+      enabled = N <= 4LL * kMaxK * blockDim.x && (long long)dynamic_smem_bytes() >= need;
+    }
+  }
+  __device__ __forceinline__ bool on() const { return kCan && enabled; }
+  /* the slots of row array a, or nullptr (load from global) */
+  __device__ __forceinline__ const float4 *slots(int a) const {
+    return on() ? dynamic_smem_f4() + a * kMaxK * (int)blockDim.x : nullptr;
+  }
+  /* Starts copying this thread's slots of `row` (n floats, split by its own
+   * alignment) into array a. */
+  __device__ __forceinline__ void copy(int a, const float *row, long long n) const {
+    if (!on())
+      return;
+    const RowSplit s = row_split(row, n);
+    const float *body = row + s.head;
+    float4 *dst = dynamic_smem_f4() + a * kMaxK * (int)blockDim.x + threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < kMaxK; ++k) {
+      const int v = (int)threadIdx.x + k * (int)blockDim.x;
+      if (v < s.nvec)
+        cp_async16(dst + k * blockDim.x, body + 4 * v);
+    }
+  }
+  __device__ __forceinline__ void commit() const {
+    if (on())
+      cp_async_commit();
+  }
+  __device__ __forceinline__ void wait() const {
+    if (on())
+      cp_async_wait_all();
+  }
+};
 
 /* Streams a row through the block with U vector loads in flight per thread:
  * scalar(col) for the head and tail elements, load_vec(v)/use_vec(v, item)
@@ -855,11 +971,12 @@ __device__ __forceinline__ float dropout_apply(float v, long long seed, long lon
 
 /* The tuning entry of a ROWS kernel: its builds (NULL where it has none),
  * where M and N are, and the cache of each build in float4 per thread (the
- * planner's preconditions; cluster_vectors 0: the cluster build streams). */
+ * planner's preconditions; cluster_vectors 0: the cluster build streams),
+ * and the row arrays the long-row build stages (RowStage; 0: none). */
 inline fp_cuda_tuning rows_tuning(const void *long_rows, const void *warp_short, const void *warp,
                                   const void *cluster, int arg_m, int arg_n, int warp_short_vectors,
                                   int warp_vectors, int cluster_vectors, int long_vectors,
-                                  unsigned full_block) {
+                                  unsigned full_block, int stage_rows) {
   fp_cuda_tuning t = {};
   const void *builds[FP_CUDA_MAX_BUILDS] = {};
   builds[FP_ROWS_LONG] = long_rows;
@@ -882,6 +999,7 @@ inline fp_cuda_tuning rows_tuning(const void *long_rows, const void *warp_short,
   t.offer.cluster_vectors = cluster_vectors;
   t.offer.long_vectors = long_vectors;
   t.offer.full_block = full_block;
+  t.offer.stage_rows = stage_rows;
   return t;
 }
 

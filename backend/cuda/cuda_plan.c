@@ -124,6 +124,26 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
   return plan;
 }
 
+uint64_t fp_cuda_stage_bytes(const fp_rows_builds *b, const fp_rows_plan *plan, int64_t N) {
+  if (plan->build != FP_ROWS_LONG || b->stage_rows <= 0 || b->long_vectors <= 0 ||
+      plan->block == 0 || N <= 0)
+    return 0;
+  const int64_t cached = 4 * (int64_t)b->long_vectors * plan->block; /* floats */
+  if (N > cached)
+    return 0;
+  return (uint64_t)b->stage_rows * (uint64_t)b->long_vectors * 16u * plan->block;
+}
+
+bool fp_cuda_plan_stage(fp_rows_plan *plan, int resident_with_stage, int resident_without,
+                        int sm_count) {
+  if (resident_with_stage <= 0 || resident_with_stage < resident_without || sm_count <= 0)
+    return false;
+  const int64_t resident = (int64_t)resident_with_stage * sm_count;
+  if ((int64_t)plan->grid > resident)
+    plan->grid = (uint32_t)resident;
+  return true;
+}
+
 fp_rows_policy fp_rows_policy_from_env(const char *value, bool *unknown) {
   *unknown = false;
   if (value == NULL || value[0] == '\0' || strcmp(value, "tuned") == 0)

@@ -44,6 +44,8 @@ typedef struct fp_rows_builds {
   int long_vectors;       /* float4 per thread of LONG_ROWS' cache, 0: keep the host's block */
   uint32_t full_block;    /* the largest block of the registered build that the register
                              file keeps resident two at a time (0: no limit) */
+  int stage_rows;         /* row arrays LONG_ROWS stages in shared memory (RowStage in
+                             cuda_kernels.h), 0: it does not stage */
 } fp_rows_builds;
 
 typedef struct fp_rows_plan {
@@ -63,6 +65,26 @@ typedef enum fp_rows_policy { FP_ROWS_POLICY_BLOCK = 0, FP_ROWS_POLICY_TUNED = 1
 fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *builds, int64_t M,
                                int64_t N, uint32_t host_groups, uint32_t host_block, int cc_major,
                                int sm_count);
+
+/* ---- staging (LONG_ROWS) -----------------------------------------------------
+ * The long-row build can stage the next row of its loop in dynamic shared
+ * memory while it reduces and writes the current one (cuda_kernels.h,
+ * RowStage): it then runs as a persistent grid, at most the blocks that
+ * stay resident at once. The stage holds stage_rows arrays of long_vectors
+ * float4 per thread, and is used only where every row is cached
+ * (N <= 4 * long_vectors * block). */
+
+/* The dynamic shared memory a LONG_ROWS plan stages with, in bytes; 0 when
+ * it cannot stage (another build, no stage in the offer, rows too long for
+ * the cache). */
+uint64_t fp_cuda_stage_bytes(const fp_rows_builds *builds, const fp_rows_plan *plan, int64_t N);
+
+/* Whether to stage, given the blocks of the plan's size that an SM keeps
+ * resident with the stage's shared memory and without it (the occupancy
+ * API's answers): only if the stage costs no resident block. If so, the
+ * plan's grid becomes at most resident_with_stage * sm_count. */
+bool fp_cuda_plan_stage(fp_rows_plan *plan, int resident_with_stage, int resident_without,
+                        int sm_count);
 
 /* FUSEPORT_CUDA_ROW_BUILDS: "tuned" or unset (the default), "block". NULL
  * and anything else give the default; *unknown is set for anything else. */

@@ -139,8 +139,8 @@ extern "C" void fp_cuda_register_tuning_horizontal(fp_cuda_tuning table[FPK_COUN
    * 1024 per SM but three of 512 (its full_block) */
   table[FPK_hreduce_pointwise_fused] = rows_tuning(
       nullptr, nullptr, reinterpret_cast<const void *>(&hreduce_pointwise_fused_warp),
-      reinterpret_cast<const void *>(&hreduce_pointwise_fused_cluster), 3, 4, 0, 8, 0, 0, 512);
+      reinterpret_cast<const void *>(&hreduce_pointwise_fused_cluster), 3, 4, 0, 8, 0, 0, 512, 0);
   table[FPK_hreduce_reduce_fused] = rows_tuning(
       nullptr, nullptr, reinterpret_cast<const void *>(&hreduce_reduce_fused_warp),
-      reinterpret_cast<const void *>(&hreduce_reduce_fused_cluster), 3, 4, 0, 8, 0, 0, 0);
+      reinterpret_cast<const void *>(&hreduce_reduce_fused_cluster), 3, 4, 0, 8, 0, 0, 0, 0);
 }

@@ -158,13 +158,16 @@ __device__ __forceinline__ void welford_add4(MeanM2 &st, float4 x) {
 /* ---- softmax --------------------------------------------------------------- */
 
 /* Softmax of the cached part in place: exp(x - max) / sum, PyTorch's form.
- * Returns 1/sum (the largest output value; NaN for a non-finite row). */
-template <int K, class Team>
+ * Returns 1/sum (the largest output value; NaN for a non-finite row).
+ * after_first_reduce() runs once the cache has been read and reduced (the
+ * row loop then reuses the stage, see RowStage). */
+template <int K, class Team, class Hook>
 __device__ __forceinline__ float softmax_in_cache(const Team &team, RowCache<K> &c,
-                                                  const RowPart &p) {
+                                                  const RowPart &p, Hook &&after_first_reduce) {
   float m = -CUDART_INF_F;
   cache_for_each(team, c, p, [&](float &v) { m = fp_maximum(m, v); });
   m = team.allreduce(m, -CUDART_INF_F, MaxOp());
+  after_first_reduce();
   float sum = 0.0f;
   cache_for_each(team, c, p, [&](float &v) {
     v = expf(v - m);
@@ -175,13 +178,15 @@ __device__ __forceinline__ float softmax_in_cache(const Team &team, RowCache<K> 
   return inv;
 }
 
-template <int K, class Team>
-__device__ __forceinline__ void softmax_row_cached(const Team &team, float *out_row,
-                                                   const float *x_row, const RowPart &p,
-                                                   bool out_vec) {
+/* The cached row functions take the row's staged slots (nullptr: load
+ * from global) and the hook that starts staging the next row. */
+template <int K, class Team, class Hook>
+__device__ __forceinline__ void
+softmax_row_cached(const Team &team, float *out_row, const float *x_row, const RowPart &p,
+                   bool out_vec, const float4 *staged, Hook &&after_first_reduce) {
   RowCache<K> c;
-  cache_load(team, c, x_row, p, true);
-  softmax_in_cache(team, c, p);
+  cache_load(team, c, x_row, p, true, staged);
+  softmax_in_cache(team, c, p, after_first_reduce);
   cache_store(team, c, out_row, p, out_vec);
 }
 
@@ -204,13 +209,13 @@ __device__ void softmax_row_streamed(float *out_row, const float *x_row, const R
  * (exp(0) = 1 at the max element, exp(.) <= 1 elsewhere), so it is shifted by
  * that value without another max reduction: y - 1/sum lies in [-1, 0]. (Any
  * shift gives the same softmax; the max only keeps exp in range.) */
-template <int K, class Team>
-__device__ __forceinline__ void double_softmax_row_cached(const Team &team, float *out_row,
-                                                          const float *x_row, const RowPart &p,
-                                                          bool out_vec) {
+template <int K, class Team, class Hook>
+__device__ __forceinline__ void
+double_softmax_row_cached(const Team &team, float *out_row, const float *x_row, const RowPart &p,
+                          bool out_vec, const float4 *staged, Hook &&after_first_reduce) {
   RowCache<K> c;
-  cache_load(team, c, x_row, p, true);
-  const float y_max = softmax_in_cache(team, c, p);
+  cache_load(team, c, x_row, p, true, staged);
+  const float y_max = softmax_in_cache(team, c, p, after_first_reduce);
   float sum = 0.0f;
   cache_for_each(team, c, p, [&](float &v) {
     v = expf(v - y_max);
@@ -253,17 +258,21 @@ struct GradPair {
   float4 g, y;
 };
 
-/* grad_in = y * (g - sum_j g*y); both rows cached. */
-template <int K, class Team>
+/* grad_in = y * (g - sum_j g*y); both rows cached (g staged only where it
+ * shares y's split). */
+template <int K, class Team, class Hook>
 __device__ __forceinline__ void
 softmax_backward_row_cached(const Team &team, float *gin_row, const float *g_row,
-                            const float *y_row, const RowPart &p, bool g_vec, bool out_vec) {
+                            const float *y_row, const RowPart &p, bool g_vec, bool out_vec,
+                            const float4 *y_staged, const float4 *g_staged,
+                            Hook &&after_first_reduce) {
   RowCache<K> y, g;
-  cache_load(team, y, y_row, p, true);
-  cache_load(team, g, g_row, p, g_vec);
+  cache_load(team, y, y_row, p, true, y_staged);
+  cache_load(team, g, g_row, p, g_vec, g_vec ? g_staged : nullptr);
   float dot = 0.0f;
   cache_for_each2(team, y, g, p, [&](float &yv, float &gv) { dot += gv * yv; });
   dot = team.allreduce(dot, 0.0f, SumOp());
+  after_first_reduce();
   cache_for_each2(team, y, g, p, [&](float &yv, float &gv) { yv = yv * (gv - dot); });
   cache_store(team, y, gin_row, p, out_vec);
 }
@@ -311,15 +320,17 @@ __device__ __forceinline__ float layernorm_value(float centred, float rstd, floa
   return centred * rstd * w + b;
 }
 
-template <int K, class Team>
+template <int K, class Team, class Hook>
 __device__ __forceinline__ void layernorm_row_cached(const Team &team, const LayerNormRow &r,
                                                      const RowPart &p, float eps, float *mean_out,
-                                                     float *rstd_out) {
+                                                     float *rstd_out, const float4 *staged,
+                                                     Hook &&after_first_reduce) {
   RowCache<K> c;
-  cache_load(team, c, r.x_row, p, true);
+  cache_load(team, c, r.x_row, p, true, staged);
   float sum = 0.0f;
   cache_for_each(team, c, p, [&](float &v) { sum += v; });
   const float mean = team.allreduce(sum, 0.0f, SumOp()) / (float)r.N;
+  after_first_reduce();
   /* Two passes on the cached row: the centred sum of squares does not cancel
    * as E[x^2] - E[x]^2 would. */
   float sq = 0.0f;
@@ -394,17 +405,19 @@ __device__ void layernorm_row_streamed(const LayerNormRow &r, float eps, float *
 
 /* ---- norm chain ----------------------------------------------------------------------- */
 
-template <int K, class Team>
-__device__ __forceinline__ void norm_chain_row_cached(const Team &team, float *out_row,
-                                                      const float *x_row, const RowPart &p,
-                                                      bool out_vec) {
+template <int K, class Team, class Hook>
+__device__ __forceinline__ void
+norm_chain_row_cached(const Team &team, float *out_row, const float *x_row, const RowPart &p,
+                      bool out_vec, const float4 *staged, Hook &&after_first_reduce) {
   RowCache<K> c;
-  cache_load(team, c, x_row, p, true);
+  cache_load(team, c, x_row, p, true, staged);
 #pragma unroll 1
   for (int step = 0; step < 3; ++step) {
     float sum = 0.0f;
     cache_for_each(team, c, p, [&](float &v) { sum += v; });
     const float total = team.allreduce(sum, 0.0f, SumOp());
+    if (step == 0)
+      after_first_reduce();
     cache_for_each(team, c, p, [&](float &v) { v *= total; });
   }
   cache_store(team, c, out_row, p, out_vec);
@@ -439,97 +452,162 @@ __device__ void norm_chain_row_streamed(float *out_row, const float *x_row, cons
 /* A row whose part the team cannot cache: a block streams it; warp and
  * cluster builds are launched only for rows their cache holds (the
  * planner's precondition), so this is unreachable for them, and a trap
- * rather than a wrong result if the planner were ever wrong. */
-template <class F> __device__ __forceinline__ void stream_row(const BlockTeam &, F f) { f(); }
-template <class Team, class F> __device__ __forceinline__ void stream_row(const Team &, F) {
+ * rather than a wrong result if the planner were ever wrong. next(): the
+ * row loop's hook, called once the row is done. */
+template <class F, class Next>
+__device__ __forceinline__ void stream_row(const BlockTeam &, F f, Next &&next) {
+  f();
+  next();
+}
+template <class Team, class F, class Next>
+__device__ __forceinline__ void stream_row(const Team &, F, Next &&) {
   __trap();
+}
+
+/* The row loop of every build: rows first_row(), first_row() + row_step(),
+ * ... below M. With a RowStage on (the long-row build launched with its
+ * dynamic shared memory), the first row is staged before the loop and each
+ * row's body calls next() exactly once, as soon as its stage has been read,
+ * to stage the next row while it reduces and writes this one (a stage is
+ * on only where every row is cached; the streamed path calls next() too,
+ * after the row). stage_row(row) copies a row's arrays into the stage. */
+template <class Team, class Stage, class StageRow, class Body>
+__device__ __forceinline__ void row_loop(const Team &team, long long M, const Stage &stage,
+                                         StageRow stage_row, Body body) {
+  long long row = team.first_row();
+  if (stage.on() && row < M) {
+    stage_row(row);
+    stage.commit();
+  }
+  for (; row < M; row += team.row_step()) {
+    stage.wait();
+    body(row, [&]() {
+      const long long next = row + team.row_step();
+      if (stage.on() && next < M) {
+        stage_row(next);
+        stage.commit();
+      }
+    });
+  }
 }
 
 template <int kMaxK, class Team>
 __device__ __forceinline__ void softmax_rows(const Team &team, float *out, const float *x,
                                              long long M, long long N) {
-  for (long long row = team.first_row(); row < M; row += team.row_step()) {
-    const float *x_row = x + row * N;
-    float *out_row = out + row * N;
-    const RowPart p = team.part(row_split(x_row, N));
-    const bool out_vec = aligned16(out_row + p.s.head);
-    if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
-          softmax_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec);
-        }))
-      stream_row(team, [&]() { softmax_row_streamed(out_row, x_row, p.s, out_vec); });
-  }
+  const RowStage<kMaxK, 1, Team> stage(team, N);
+  row_loop(
+      team, M, stage, [&](long long row) { stage.copy(0, x + row * N, N); },
+      [&](long long row, auto &&next) {
+        const float *x_row = x + row * N;
+        float *out_row = out + row * N;
+        const RowPart p = team.part(row_split(x_row, N));
+        const bool out_vec = aligned16(out_row + p.s.head);
+        if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
+              softmax_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec,
+                                                      stage.slots(0), next);
+            }))
+          stream_row(
+              team, [&]() { softmax_row_streamed(out_row, x_row, p.s, out_vec); }, next);
+      });
 }
 
 template <int kMaxK, class Team>
 __device__ __forceinline__ void double_softmax_rows(const Team &team, float *out, const float *x,
                                                     long long M, long long N) {
-  for (long long row = team.first_row(); row < M; row += team.row_step()) {
-    const float *x_row = x + row * N;
-    float *out_row = out + row * N;
-    const RowPart p = team.part(row_split(x_row, N));
-    const bool out_vec = aligned16(out_row + p.s.head);
-    if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
-          double_softmax_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec);
-        }))
-      stream_row(team, [&]() { double_softmax_row_streamed(out_row, x_row, p.s, out_vec); });
-  }
+  const RowStage<kMaxK, 1, Team> stage(team, N);
+  row_loop(
+      team, M, stage, [&](long long row) { stage.copy(0, x + row * N, N); },
+      [&](long long row, auto &&next) {
+        const float *x_row = x + row * N;
+        float *out_row = out + row * N;
+        const RowPart p = team.part(row_split(x_row, N));
+        const bool out_vec = aligned16(out_row + p.s.head);
+        if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
+              double_softmax_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec,
+                                                             stage.slots(0), next);
+            }))
+          stream_row(
+              team, [&]() { double_softmax_row_streamed(out_row, x_row, p.s, out_vec); }, next);
+      });
 }
 
+/* g is staged only where it shares y's split (g_vec), as it is cached. */
 template <int kMaxK, class Team>
 __device__ __forceinline__ void softmax_backward_rows(const Team &team, float *grad_in,
                                                       const float *grad_out, const float *y,
                                                       long long M, long long N) {
-  for (long long row = team.first_row(); row < M; row += team.row_step()) {
-    const float *g_row = grad_out + row * N, *y_row = y + row * N;
-    float *gin_row = grad_in + row * N;
-    const RowPart p = team.part(row_split(y_row, N));
-    const bool g_vec = aligned16(g_row + p.s.head);
-    const bool out_vec = aligned16(gin_row + p.s.head);
-    if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
-          softmax_backward_row_cached<decltype(kc)::value>(team, gin_row, g_row, y_row, p, g_vec,
-                                                           out_vec);
-        }))
-      stream_row(team, [&]() {
-        softmax_backward_row_streamed(gin_row, g_row, y_row, p.s, g_vec, out_vec);
+  const RowStage<kMaxK, 2, Team> stage(team, N);
+  row_loop(
+      team, M, stage,
+      [&](long long row) {
+        const float *y_row = y + row * N, *g_row = grad_out + row * N;
+        stage.copy(0, y_row, N);
+        if (aligned16(g_row + row_split(y_row, N).head))
+          stage.copy(1, g_row, N);
+      },
+      [&](long long row, auto &&next) {
+        const float *g_row = grad_out + row * N, *y_row = y + row * N;
+        float *gin_row = grad_in + row * N;
+        const RowPart p = team.part(row_split(y_row, N));
+        const bool g_vec = aligned16(g_row + p.s.head);
+        const bool out_vec = aligned16(gin_row + p.s.head);
+        if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
+              softmax_backward_row_cached<decltype(kc)::value>(team, gin_row, g_row, y_row, p,
+                                                               g_vec, out_vec, stage.slots(0),
+                                                               stage.slots(1), next);
+            }))
+          stream_row(
+              team,
+              [&]() { softmax_backward_row_streamed(gin_row, g_row, y_row, p.s, g_vec, out_vec); },
+              next);
       });
-  }
 }
 
 template <int kMaxK, class Team>
 __device__ __forceinline__ void
 layernorm_rows(const Team &team, float *out, float *mean, float *rstd, const float *x,
                const float *w, const float *b, long long M, long long N, float eps) {
-  for (long long row = team.first_row(); row < M; row += team.row_step()) {
-    LayerNormRow r;
-    r.x_row = x + row * N;
-    r.out_row = out + row * N;
-    r.w = w;
-    r.b = b;
-    r.N = N;
-    r.s = row_split(r.x_row, N);
-    r.out_vec = aligned16(r.out_row + r.s.head);
-    r.wb_vec = aligned16(w + r.s.head) && aligned16(b + r.s.head);
-    const RowPart p = team.part(r.s);
-    if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
-          layernorm_row_cached<decltype(kc)::value>(team, r, p, eps, mean + row, rstd + row);
-        }))
-      stream_row(team, [&]() { layernorm_row_streamed(r, eps, mean + row, rstd + row); });
-  }
+  const RowStage<kMaxK, 1, Team> stage(team, N);
+  row_loop(
+      team, M, stage, [&](long long row) { stage.copy(0, x + row * N, N); },
+      [&](long long row, auto &&next) {
+        LayerNormRow r;
+        r.x_row = x + row * N;
+        r.out_row = out + row * N;
+        r.w = w;
+        r.b = b;
+        r.N = N;
+        r.s = row_split(r.x_row, N);
+        r.out_vec = aligned16(r.out_row + r.s.head);
+        r.wb_vec = aligned16(w + r.s.head) && aligned16(b + r.s.head);
+        const RowPart p = team.part(r.s);
+        if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
+              layernorm_row_cached<decltype(kc)::value>(team, r, p, eps, mean + row, rstd + row,
+                                                        stage.slots(0), next);
+            }))
+          stream_row(
+              team, [&]() { layernorm_row_streamed(r, eps, mean + row, rstd + row); }, next);
+      });
 }
 
 template <int kMaxK, class Team>
 __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, const float *x,
                                                 long long M, long long N) {
-  for (long long row = team.first_row(); row < M; row += team.row_step()) {
-    const float *x_row = x + row * N;
-    float *out_row = out + row * N;
-    const RowPart p = team.part(row_split(x_row, N));
-    const bool out_vec = aligned16(out_row + p.s.head);
-    if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
-          norm_chain_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec);
-        }))
-      stream_row(team, [&]() { norm_chain_row_streamed(out_row, x_row, p.s, out_vec); });
-  }
+  const RowStage<kMaxK, 1, Team> stage(team, N);
+  row_loop(
+      team, M, stage, [&](long long row) { stage.copy(0, x + row * N, N); },
+      [&](long long row, auto &&next) {
+        const float *x_row = x + row * N;
+        float *out_row = out + row * N;
+        const RowPart p = team.part(row_split(x_row, N));
+        const bool out_vec = aligned16(out_row + p.s.head);
+        if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
+              norm_chain_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec,
+                                                         stage.slots(0), next);
+            }))
+          stream_row(
+              team, [&]() { norm_chain_row_streamed(out_row, x_row, p.s, out_vec); }, next);
+      });
 }
 
 } // namespace
@@ -610,17 +688,19 @@ extern "C" void fp_cuda_register_reduce(const void *table[FPK_COUNT]) {
   table[FPK_norm_chain_fused] = reinterpret_cast<const void *>(&norm_chain_fused);
 }
 
-/* The builds of each kernel, where its M and N are, and its long-row build's
- * cache depth (LONG_K of FPCU_ROW_KERNEL above: must match). */
-#define FPCU_ROW_BUILDS(kernel, arg_m, arg_n, long_k)                                              \
+/* The builds of each kernel, where its M and N are, its long-row build's
+ * cache depth (LONG_K of FPCU_ROW_KERNEL above: must match) and the row
+ * arrays that build stages (the RowStage of its row loop: must match). */
+#define FPCU_ROW_BUILDS(kernel, arg_m, arg_n, long_k, stage_rows)                                  \
   rows_tuning(reinterpret_cast<const void *>(&kernel##_long_rows),                                 \
               reinterpret_cast<const void *>(&kernel##_warp_short), nullptr,                       \
-              reinterpret_cast<const void *>(&kernel##_cluster), arg_m, arg_n, 2, 0, 4, long_k, 0)
+              reinterpret_cast<const void *>(&kernel##_cluster), arg_m, arg_n, 2, 0, 4, long_k, 0, \
+              stage_rows)
 
 extern "C" void fp_cuda_register_tuning_reduce(fp_cuda_tuning table[FPK_COUNT]) {
-  table[FPK_softmax_fused] = FPCU_ROW_BUILDS(softmax_fused, 2, 3, 8);
-  table[FPK_double_softmax_fused] = FPCU_ROW_BUILDS(double_softmax_fused, 2, 3, 4);
-  table[FPK_softmax_backward_fused] = FPCU_ROW_BUILDS(softmax_backward_fused, 3, 4, 4);
-  table[FPK_layernorm_fused] = FPCU_ROW_BUILDS(layernorm_fused, 6, 7, 4);
-  table[FPK_norm_chain_fused] = FPCU_ROW_BUILDS(norm_chain_fused, 2, 3, 8);
+  table[FPK_softmax_fused] = FPCU_ROW_BUILDS(softmax_fused, 2, 3, 8, 1);
+  table[FPK_double_softmax_fused] = FPCU_ROW_BUILDS(double_softmax_fused, 2, 3, 4, 1);
+  table[FPK_softmax_backward_fused] = FPCU_ROW_BUILDS(softmax_backward_fused, 3, 4, 4, 2);
+  table[FPK_layernorm_fused] = FPCU_ROW_BUILDS(layernorm_fused, 6, 7, 4, 1);
+  table[FPK_norm_chain_fused] = FPCU_ROW_BUILDS(norm_chain_fused, 2, 3, 8, 1);
 }

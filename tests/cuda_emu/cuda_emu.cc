@@ -25,9 +25,12 @@ struct Warp {
 };
 
 struct Block {
-  explicit Block(std::ptrdiff_t n) : bar(n) {}
+  Block(std::ptrdiff_t n, size_t dynamic_bytes)
+      : bar(n), dynamic((dynamic_bytes + sizeof(float4) - 1) / sizeof(float4),
+                        make_float4(NAN, NAN, NAN, NAN)) {}
   std::barrier<> bar;
   alignas(16) unsigned char shared[kSharedBytes] = {};
+  std::vector<float4> dynamic;
   std::vector<std::unique_ptr<Warp>> warps;
 };
 
@@ -64,6 +67,20 @@ void *block_shared(size_t bytes) {
   return my_block->shared;
 }
 
+namespace {
+std::atomic<unsigned long long> async_copy_count{0};
+}
+
+void async_copy16(void *smem, const void *gmem) {
+  std::memcpy(smem, gmem, 16);
+  async_copy_count.fetch_add(1, std::memory_order_relaxed);
+}
+
+unsigned long long async_copies() { return async_copy_count.load(); }
+
+void *dynamic_shared() { return my_block->dynamic.data(); }
+size_t dynamic_shared_bytes() { return my_block->dynamic.size() * sizeof(float4); }
+
 void *shared_of_rank(const void *p, unsigned rank) {
   const unsigned char *q = static_cast<const unsigned char *>(p);
   const ptrdiff_t offset = q - my_block->shared;
@@ -78,7 +95,8 @@ void cluster_sync() { my_cluster->bar.arrive_and_wait(); }
 
 void trap() { throw Trapped(); }
 
-bool launch(unsigned grid, unsigned block, unsigned cluster, const std::function<void()> &kernel) {
+bool launch(unsigned grid, unsigned block, unsigned cluster, const std::function<void()> &kernel,
+            size_t dynamic_bytes) {
   if (block == 0 || block % 32 != 0 || cluster == 0 || grid % cluster != 0) {
     std::fprintf(stderr, "fpemu: bad launch (grid %u, block %u, cluster %u)\n", grid, block,
                  cluster);
@@ -88,7 +106,7 @@ bool launch(unsigned grid, unsigned block, unsigned cluster, const std::function
   for (unsigned first = 0; first < grid; first += cluster) {
     Cluster c((std::ptrdiff_t)cluster * block);
     for (unsigned b = 0; b < cluster; ++b) {
-      c.blocks.push_back(std::make_unique<Block>((std::ptrdiff_t)block));
+      c.blocks.push_back(std::make_unique<Block>((std::ptrdiff_t)block, dynamic_bytes));
       for (unsigned w = 0; w < block / 32; ++w)
         c.blocks.back()->warps.push_back(std::make_unique<Warp>(32));
     }

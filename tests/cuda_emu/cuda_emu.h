@@ -54,6 +54,14 @@ void syncthreads();
 unsigned shuffle(unsigned value, int src_lane);
 int lane();
 void *block_shared(size_t bytes);
+/* The block's dynamic shared memory (extern __shared__) and its size, as
+ * the launch gave it. */
+void *dynamic_shared();
+size_t dynamic_shared_bytes();
+/* cp.async of 16 bytes, done at once; counted, so that tests can tell that
+ * a kernel staged. */
+void async_copy16(void *smem, const void *gmem);
+unsigned long long async_copies();
 void *shared_of_rank(const void *p, unsigned rank);
 unsigned cluster_rank();
 unsigned cluster_size();
@@ -61,8 +69,11 @@ void cluster_sync();
 [[noreturn]] void trap();
 
 /* Runs kernel() on grid blocks of `block` threads in clusters of `cluster`
- * blocks (grid a multiple of it). Returns false when a thread trapped. */
-bool launch(unsigned grid, unsigned block, unsigned cluster, const std::function<void()> &kernel);
+ * blocks (grid a multiple of it), each with dynamic_bytes of dynamic shared
+ * memory (filled with NaN: a read of a slot nobody wrote shows). Returns
+ * false when a thread trapped. */
+bool launch(unsigned grid, unsigned block, unsigned cluster, const std::function<void()> &kernel,
+            size_t dynamic_bytes = 0);
 
 } // namespace fpemu
 

@@ -59,18 +59,21 @@ const Kernels &kernels() {
 }
 
 /* A launch: build, rows, row length, geometry, and whether the bases are
- * one float past 16-byte alignment. */
+ * one float past 16-byte alignment; stage_bytes of dynamic shared memory
+ * turn on the long-row build's staging of the next row (RowStage). */
 struct Case {
   int build;
   long long M, N;
   unsigned grid, block, cluster;
   bool misaligned;
+  size_t stage_bytes = 0;
 };
 
 std::string describe(const char *kernel, const Case &c) {
-  char s[200];
-  std::snprintf(s, sizeof s, "%s build %d, %lldx%lld, grid %u block %u cluster %u%s", kernel,
-                c.build, c.M, c.N, c.grid, c.block, c.cluster, c.misaligned ? ", misaligned" : "");
+  char s[240];
+  std::snprintf(s, sizeof s, "%s build %d, %lldx%lld, grid %u block %u cluster %u%s%s", kernel,
+                c.build, c.M, c.N, c.grid, c.block, c.cluster, c.misaligned ? ", misaligned" : "",
+                c.stage_bytes > 0 ? ", staged" : "");
   return s;
 }
 
@@ -108,8 +111,16 @@ void expect_rows(const std::string &what, const float *got, const std::vector<do
   }
 }
 
+/* Runs a case; a staged one must have staged (cp.async) every row's
+ * vectors, an unstaged one none. */
 bool run(const Case &c, const std::function<void()> &kernel) {
-  return fpemu::launch(c.grid, c.block, c.cluster, kernel);
+  const unsigned long long before = fpemu::async_copies();
+  const bool ok = fpemu::launch(c.grid, c.block, c.cluster, kernel, c.stage_bytes);
+  const unsigned long long copies = fpemu::async_copies() - before;
+  if (c.stage_bytes > 0 ? copies < (unsigned long long)(c.M * (c.N / 4 - 1)) : copies != 0)
+    fail_msg("%lldx%lld: %llu vectors staged with %zu bytes of stage", c.M, c.N, copies,
+             c.stage_bytes);
+  return ok;
 }
 
 /* ---- references, in double ---- */
@@ -132,10 +143,15 @@ std::vector<double> ref_softmax(const float *x, long long M, long long N, int ti
 /* ---- the cases of each kernel ---- */
 
 /* Warp builds: rows up to their caches; block builds: cached and streamed
- * rows; cluster builds: every cluster size, shares within the cache of 4
- * float4 per thread, and a cluster wider than the row. Grids smaller than
- * the row count, so that every team takes several rows. */
-std::vector<Case> cases(bool caches_row, int warp_short_n, int warp_n, bool has_long) {
+ * rows; the long-row build also staged (rows up to its cache of
+ * long_vectors float4 per thread, 7 rows on 2 blocks: each stages 2 or 3
+ * next rows; odd N: the rows' splits differ); cluster builds: every
+ * cluster size, shares within the cache of 4 float4 per thread, and a
+ * cluster wider than the row. Grids smaller than the row count, so that
+ * every team takes several rows. */
+std::vector<Case> cases(bool caches_row, int warp_short_n, int warp_n,
+                        const fp_rows_builds *long_offer) {
+  const bool has_long = long_offer != nullptr;
   std::vector<Case> v;
   for (bool mis : {false, true}) {
     if (warp_short_n > 0)
@@ -147,9 +163,17 @@ std::vector<Case> cases(bool caches_row, int warp_short_n, int warp_n, bool has_
     /* block: 2 float4 per thread cached, more streamed */
     for (long long N : {1LL, 7LL, 255LL, 1001LL})
       v.push_back({FP_ROWS_REGISTERED, 5, N, 2, 64, 1, mis});
-    if (has_long)
+    if (has_long) {
       for (long long N : {1001LL, 4097LL})
         v.push_back({FP_ROWS_LONG, 3, N, 2, 64, 1, mis});
+      const long long cached = 4LL * long_offer->long_vectors * 64;
+      const size_t bytes = (size_t)long_offer->stage_rows * long_offer->long_vectors * 16 * 64;
+      for (long long N : {5LL, 1001LL, cached - 3, cached}) {
+        Case c = {FP_ROWS_LONG, 7, N, 2, 64, 1, mis};
+        c.stage_bytes = bytes;
+        v.push_back(c);
+      }
+    }
     for (unsigned C : {2u, 4u, 8u}) {
       const long long fit = caches_row ? 4LL * 4 * 64 * C - 3 : 20001; /* share <= 4 x 64 */
       for (long long N : {3LL, 1001LL, fit})
@@ -160,7 +184,7 @@ std::vector<Case> cases(bool caches_row, int warp_short_n, int warp_n, bool has_
 }
 
 void test_rows_kernel(fp_kernel_id id, const char *name, int times) {
-  const std::vector<Case> all = cases(true, 256, 0, true);
+  const std::vector<Case> all = cases(true, 256, 0, &kernels().tuning[id].offer);
   for (const Case &c : all) {
     const std::string what = describe(name, c);
     Array x(c.M * c.N, c.misaligned, 0.0f), out(c.M * c.N, c.misaligned, NAN);
@@ -194,7 +218,7 @@ void test_double_softmax(void **) {
 void test_norm_chain(void **) { test_rows_kernel(FPK_norm_chain_fused, "norm_chain_fused", 0); }
 
 void test_softmax_backward(void **) {
-  for (const Case &c : cases(true, 256, 0, true)) {
+  for (const Case &c : cases(true, 256, 0, &kernels().tuning[FPK_softmax_backward_fused].offer)) {
     const std::string what = describe("softmax_backward_fused", c);
     const long long n = c.M * c.N;
     Array x(n, c.misaligned, 0.0f), y(n, c.misaligned, 0.0f), g(n, c.misaligned, 0.0f),
@@ -221,7 +245,7 @@ void test_softmax_backward(void **) {
 }
 
 void test_layernorm(void **) {
-  for (const Case &c : cases(true, 256, 0, true)) {
+  for (const Case &c : cases(true, 256, 0, &kernels().tuning[FPK_layernorm_fused].offer)) {
     const std::string what = describe("layernorm_fused", c);
     const long long n = c.M * c.N;
     Array x(n, c.misaligned, 0.0f), w(c.N, c.misaligned, 0.0f), b(c.N, c.misaligned, 0.0f),
@@ -257,7 +281,7 @@ void test_layernorm(void **) {
 
 /* hreduce: streamed by every build, so the clusters take any share. */
 void test_hreduce(fp_kernel_id id, const char *name) {
-  for (const Case &c : cases(false, 0, 1024, false)) {
+  for (const Case &c : cases(false, 0, 1024, nullptr)) {
     const std::string what = describe(name, c);
     const long long n = c.M * c.N;
     Array a(n, c.misaligned, 0.0f), sum(c.M, false, NAN),
