@@ -39,10 +39,11 @@ typedef struct cuda_state {
   unsigned rows_block_cap;          /* FUSEPORT_CUDA_ROWS_BLOCK_CAP; 0: none */
   bool row_stage;                   /* FUSEPORT_CUDA_ROW_STAGE (default on) */
   size_t smem_optin;                /* sharedMemPerBlockOptin */
-  /* the long-row builds' stage: max dynamic shared memory set to smem_optin,
-   * and the resident blocks with and without the stage per block size
-   * 2^0..2^10, plus one (0: not asked yet) */
-  bool stage_attr_set[FPK_COUNT];
+  /* the long-row builds' stage: the most dynamic shared memory each may
+   * have (smem_optin less its static shared memory; 0: not asked yet), to
+   * which its attribute is then set, and the resident blocks with and
+   * without the stage per block size 2^0..2^10, plus one (0: not asked) */
+  size_t stage_limit[FPK_COUNT];
   unsigned char stage_resident[FPK_COUNT][11][2];
   int cc_major, sm_count;
   bool family_loaded[FPF_COUNT];
@@ -639,16 +640,23 @@ static fp_status plan_stage(fp_context *ctx, fp_kernel_id id, const void *kernel
     return FP_OK; /* the planner's blocks are powers of two */
   unsigned char *resident = s->stage_resident[id][log2_block];
   cudaError_t err;
-  if (!s->stage_attr_set[id]) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               (int)s->smem_optin);
+  if (s->stage_limit[id] == 0) {
+    struct cudaFuncAttributes attr;
+    err = cudaFuncGetAttributes(&attr, kernel);
+    if (err != cudaSuccess)
+      return cuda_fail(ctx, err, "cudaFuncGetAttributes(%s (long-row build))", name);
+    const size_t limit =
+        attr.sharedSizeBytes < s->smem_optin ? s->smem_optin - attr.sharedSizeBytes : 1;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)limit);
     if (err != cudaSuccess)
       return cuda_fail(ctx, err,
                        "cudaFuncSetAttribute(%s (long-row build), max dynamic shared "
                        "memory %zu bytes)",
-                       name, s->smem_optin);
-    s->stage_attr_set[id] = true;
+                       name, limit);
+    s->stage_limit[id] = limit;
   }
+  if (bytes > s->stage_limit[id])
+    return FP_OK;
   if (resident[0] == 0) {
     int with = 0, without = 0;
     err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&with, kernel, (int)plan->block,
