@@ -268,8 +268,9 @@ static void test_stage_bytes(void **state) {
   assert_int_equal(fp_cuda_stage_bytes(&hreduce_offer, &p, 16384), 0);
 }
 
-/* Staging is taken only if it costs no resident block, and then the grid
- * is at most the resident blocks of the whole GPU (a persistent grid). */
+/* Staging is taken only with at most two resident blocks per SM and if it
+ * costs none of them, and then the grid is at most the resident blocks of
+ * the whole GPU (a persistent grid). */
 static void test_plan_stage(void **state) {
   (void)state;
   fp_rows_plan p = {FP_ROWS_LONG, 4096, 512, 1};
@@ -284,6 +285,10 @@ static void test_plan_stage(void **state) {
   assert_false(fp_cuda_plan_stage(&p, 0, 1, H100_SMS)); /* does not fit at all */
   assert_false(fp_cuda_plan_stage(&p, 2, 2, 0));
   assert_int_equal(p.grid, 4096);
+  assert_false(fp_cuda_plan_stage(&p, 3, 3, H100_SMS)); /* enough blocks overlap already */
+  assert_int_equal(p.grid, 4096);
+  assert_true(fp_cuda_plan_stage(&p, 1, 1, H100_SMS));
+  assert_int_equal(p.grid, H100_SMS);
 }
 
 static void test_policy_from_env(void **state) {

@@ -694,14 +694,15 @@ __device__ __forceinline__ void cp_async_wait_all() {
 }
 
 /* The staging area of a block-per-row build that caches up to kMaxK float4
- * per thread, for kRows row arrays; off for other teams, when the launch
+ * per thread, for kRows row arrays (0: a kernel that never stages, the code
+ * compiled out); off for other teams, when the launch
  * gave too little dynamic shared memory, or when a row might not fit the
  * cache. Only a flag is kept: the slots' address is the shared-memory
  * symbol's, which costs no register. */
 template <int kMaxK, int kRows, class Team> struct RowStage {
   /* only the long-row build (a block, a cache of 4 or 8) can stage: the
    * code is compiled out of the others */
-  static constexpr bool kCan = std::is_same<Team, BlockTeam>::value && kMaxK >= 4;
+  static constexpr bool kCan = std::is_same<Team, BlockTeam>::value && kMaxK >= 4 && kRows > 0;
   bool enabled = false;
 
   __device__ __forceinline__ RowStage(const Team &, long long N) {

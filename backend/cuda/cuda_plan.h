@@ -81,7 +81,8 @@ uint64_t fp_cuda_stage_bytes(const fp_rows_builds *builds, const fp_rows_plan *p
 
 /* Whether to stage, given the blocks of the plan's size that an SM keeps
  * resident with the stage's shared memory and without it (the occupancy
- * API's answers): only if the stage costs no resident block. If so, the
+ * API's answers): only if an SM holds at most two such blocks anyway (more
+ * overlap rows by themselves) and the stage costs none of them. If so, the
  * plan's grid becomes at most resident_with_stage * sm_count. */
 bool fp_cuda_plan_stage(fp_rows_plan *plan, int resident_with_stage, int resident_without,
                         int sm_count);

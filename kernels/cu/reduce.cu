@@ -464,6 +464,12 @@ __device__ __forceinline__ void stream_row(const Team &, F, Next &&) {
   __trap();
 }
 
+/* Row arrays each kernel's long-row build stages (RowStage; 0: none, the
+ * code compiled out), in its row loop and in its offer to the planner
+ * (FPCU_ROW_BUILDS below, where the measurements are). */
+constexpr int kStageSoftmax = 0, kStageDoubleSoftmax = 1, kStageSoftmaxBackward = 0,
+              kStageLayerNorm = 0, kStageNormChain = 0;
+
 /* The row loop of every build: rows first_row(), first_row() + row_step(),
  * ... below M. With a RowStage on (the long-row build launched with its
  * dynamic shared memory), the first row is staged before the loop and each
@@ -494,7 +500,7 @@ __device__ __forceinline__ void row_loop(const Team &team, long long M, const St
 template <int kMaxK, class Team>
 __device__ __forceinline__ void softmax_rows(const Team &team, float *out, const float *x,
                                              long long M, long long N) {
-  const RowStage<kMaxK, 1, Team> stage(team, N);
+  const RowStage<kMaxK, kStageSoftmax, Team> stage(team, N);
   row_loop(
       team, M, stage, [&](long long row) { stage.copy(0, x + row * N, N); },
       [&](long long row, auto &&next) {
@@ -514,7 +520,7 @@ __device__ __forceinline__ void softmax_rows(const Team &team, float *out, const
 template <int kMaxK, class Team>
 __device__ __forceinline__ void double_softmax_rows(const Team &team, float *out, const float *x,
                                                     long long M, long long N) {
-  const RowStage<kMaxK, 1, Team> stage(team, N);
+  const RowStage<kMaxK, kStageDoubleSoftmax, Team> stage(team, N);
   row_loop(
       team, M, stage, [&](long long row) { stage.copy(0, x + row * N, N); },
       [&](long long row, auto &&next) {
@@ -531,12 +537,13 @@ __device__ __forceinline__ void double_softmax_rows(const Team &team, float *out
       });
 }
 
-/* g is staged only where it shares y's split (g_vec), as it is cached. */
+/* Staged (kStageSoftmaxBackward = 2): y, and g where it shares y's split
+ * (g_vec), as it is cached. */
 template <int kMaxK, class Team>
 __device__ __forceinline__ void softmax_backward_rows(const Team &team, float *grad_in,
                                                       const float *grad_out, const float *y,
                                                       long long M, long long N) {
-  const RowStage<kMaxK, 2, Team> stage(team, N);
+  const RowStage<kMaxK, kStageSoftmaxBackward, Team> stage(team, N);
   row_loop(
       team, M, stage,
       [&](long long row) {
@@ -567,7 +574,7 @@ template <int kMaxK, class Team>
 __device__ __forceinline__ void
 layernorm_rows(const Team &team, float *out, float *mean, float *rstd, const float *x,
                const float *w, const float *b, long long M, long long N, float eps) {
-  const RowStage<kMaxK, 1, Team> stage(team, N);
+  const RowStage<kMaxK, kStageLayerNorm, Team> stage(team, N);
   row_loop(
       team, M, stage, [&](long long row) { stage.copy(0, x + row * N, N); },
       [&](long long row, auto &&next) {
@@ -593,7 +600,7 @@ layernorm_rows(const Team &team, float *out, float *mean, float *rstd, const flo
 template <int kMaxK, class Team>
 __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, const float *x,
                                                 long long M, long long N) {
-  const RowStage<kMaxK, 1, Team> stage(team, N);
+  const RowStage<kMaxK, kStageNormChain, Team> stage(team, N);
   row_loop(
       team, M, stage, [&](long long row) { stage.copy(0, x + row * N, N); },
       [&](long long row, auto &&next) {
@@ -690,7 +697,14 @@ extern "C" void fp_cuda_register_reduce(const void *table[FPK_COUNT]) {
 
 /* The builds of each kernel, where its M and N are, its long-row build's
  * cache depth (LONG_K of FPCU_ROW_KERNEL above: must match) and the row
- * arrays that build stages (the RowStage of its row loop: must match). */
+ * arrays that build stages (kStage*, shared with its row loop).
+ * Only double_softmax stages: timed on an H100 (2026-11-23, stage off /
+ * on, docs/PERF.md), its long-row build took 0.83-0.88 of the time at
+ * N = 16384 (one 1024-thread block per SM, three reductions per row) and
+ * 0.95 at 8192, but 1.03-1.12 at N <= 4096; the other four lost 2-10%
+ * wherever they staged (little work between a row's load and store, and
+ * a persistent grid of one wave against the hardware's block scheduling),
+ * and the stage code alone cost layernorm and norm_chain registers. */
 #define FPCU_ROW_BUILDS(kernel, arg_m, arg_n, long_k, stage_rows)                                  \
   rows_tuning(reinterpret_cast<const void *>(&kernel##_long_rows),                                 \
               reinterpret_cast<const void *>(&kernel##_warp_short), nullptr,                       \
@@ -698,9 +712,11 @@ extern "C" void fp_cuda_register_reduce(const void *table[FPK_COUNT]) {
               stage_rows)
 
 extern "C" void fp_cuda_register_tuning_reduce(fp_cuda_tuning table[FPK_COUNT]) {
-  table[FPK_softmax_fused] = FPCU_ROW_BUILDS(softmax_fused, 2, 3, 8, 1);
-  table[FPK_double_softmax_fused] = FPCU_ROW_BUILDS(double_softmax_fused, 2, 3, 4, 1);
-  table[FPK_softmax_backward_fused] = FPCU_ROW_BUILDS(softmax_backward_fused, 3, 4, 4, 2);
-  table[FPK_layernorm_fused] = FPCU_ROW_BUILDS(layernorm_fused, 6, 7, 4, 1);
-  table[FPK_norm_chain_fused] = FPCU_ROW_BUILDS(norm_chain_fused, 2, 3, 8, 1);
+  table[FPK_softmax_fused] = FPCU_ROW_BUILDS(softmax_fused, 2, 3, 8, kStageSoftmax);
+  table[FPK_double_softmax_fused] =
+      FPCU_ROW_BUILDS(double_softmax_fused, 2, 3, 4, kStageDoubleSoftmax);
+  table[FPK_softmax_backward_fused] =
+      FPCU_ROW_BUILDS(softmax_backward_fused, 3, 4, 4, kStageSoftmaxBackward);
+  table[FPK_layernorm_fused] = FPCU_ROW_BUILDS(layernorm_fused, 6, 7, 4, kStageLayerNorm);
+  table[FPK_norm_chain_fused] = FPCU_ROW_BUILDS(norm_chain_fused, 2, 3, 8, kStageNormChain);
 }
