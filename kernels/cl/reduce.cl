@@ -109,19 +109,14 @@ static FP_INLINE float4 fp_load4(__global const float *base, long q, int aligned
  * L = 32, 6e-7 blocked); blocking keeps it near the CPU's pairwise sums. The
  * head and tail scalars go straight to the total. */
 
-/* Online statistics (m, s) of the work-item's share of softmax(x) when
- * `softmaxed` is 0; of y = exp(x - m1) * inv1 (double_softmax's first
- * softmax, recomputed) otherwise. */
-static void fp_online_row(__global const float *xr, fp_rowpart p, fp_team tm, int softmaxed,
-                          float m1, float inv1, float *m, float *s) {
+/* Online statistics (m, s) of the work-item's share of the row x. */
+static void fp_online_row(__global const float *xr, fp_rowpart p, fp_team tm, float *m, float *s) {
   const long T = tm.size;
   __global const float4 *body = fp_body(xr, p);
   if (p.mine_head)
-    fp_online_add(softmaxed ? exp(xr[tm.lane] - m1) * inv1 : xr[tm.lane], m, s);
-  if (p.mine_tail) {
-    const float t = xr[p.tail0 + tm.lane];
-    fp_online_add(softmaxed ? exp(t - m1) * inv1 : t, m, s);
-  }
+    fp_online_add(xr[tm.lane], m, s);
+  if (p.mine_tail)
+    fp_online_add(xr[p.tail0 + tm.lane], m, s);
   long q = tm.lane;
   while (q < p.nvec) {
     const long end = min(p.nvec, q + (FP_CHUNK / 4) * T);
@@ -133,27 +128,25 @@ static void fp_online_row(__global const float *xr, fp_rowpart p, fp_team tm, in
         v[u] = body[q + u * T];
 #pragma unroll
       for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-        fp_online_add4(softmaxed ? exp(v[u] - m1) * inv1 : v[u], &cm, &cs);
+        fp_online_add4(v[u], &cm, &cs);
     }
     for (; q < end; q += T) {
       const float4 a = body[q];
-      fp_online_add4(softmaxed ? exp(a - m1) * inv1 : a, &cm, &cs);
+      fp_online_add4(a, &cm, &cs);
     }
     fp_online_merge(m, s, cm, cs);
   }
 }
 
-/* The work-item's share of sum_j (x[j] * s1) * s2: norm_chain's running row
- * recomputed exactly as the CPU stores it; with s1 = s2 = 1 (exact products)
- * the plain sum. */
-static float fp_stream_sum(__global const float *xr, fp_rowpart p, fp_team tm, float s1, float s2) {
+/* The work-item's share of sum_j x[j]. */
+static float fp_stream_sum(__global const float *xr, fp_rowpart p, fp_team tm) {
   const long T = tm.size;
   __global const float4 *body = fp_body(xr, p);
   float total = 0.0f;
   if (p.mine_head)
-    total += (xr[tm.lane] * s1) * s2;
+    total += xr[tm.lane];
   if (p.mine_tail)
-    total += (xr[p.tail0 + tm.lane] * s1) * s2;
+    total += xr[p.tail0 + tm.lane];
   long q = tm.lane;
   while (q < p.nvec) {
     const long end = min(p.nvec, q + (FP_CHUNK / 4) * T);
@@ -165,10 +158,41 @@ static float fp_stream_sum(__global const float *xr, fp_rowpart p, fp_team tm, f
         v[u] = body[q + u * T];
 #pragma unroll
       for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-        acc[u & 1] += (v[u] * s1) * s2;
+        acc[u & 1] += v[u];
     }
     for (; q < end; q += T)
-      acc[0] += (body[q] * s1) * s2;
+      acc[0] += body[q];
+    total += fp_hsum4(acc[0] + acc[1]);
+  }
+  return total;
+}
+
+/* The work-item's share of sum_j exp(y[j] - m2), y = exp(x - m1) * inv1:
+ * the second softmax's sum, y recomputed rather than stored and reread. */
+static float fp_stream_second_exp_sum(__global const float *xr, fp_rowpart p, fp_team tm, float m1,
+                                      float inv1, float m2) {
+  const long T = tm.size;
+  __global const float4 *body = fp_body(xr, p);
+  float total = 0.0f;
+  if (p.mine_head)
+    total += exp(exp(xr[tm.lane] - m1) * inv1 - m2);
+  if (p.mine_tail)
+    total += exp(exp(xr[p.tail0 + tm.lane] - m1) * inv1 - m2);
+  long q = tm.lane;
+  while (q < p.nvec) {
+    const long end = min(p.nvec, q + (FP_CHUNK / 4) * T);
+    float4 acc[2] = {(float4)(0.0f), (float4)(0.0f)};
+    for (; q + (FP_STREAM_UNROLL - 1) * T < end; q += FP_STREAM_UNROLL * T) {
+      float4 v[FP_STREAM_UNROLL];
+#pragma unroll
+      for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+        v[u] = body[q + u * T];
+#pragma unroll
+      for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+        acc[u & 1] += exp(exp(v[u] - m1) * inv1 - m2);
+    }
+    for (; q < end; q += T)
+      acc[0] += exp(exp(body[q] - m1) * inv1 - m2);
     total += fp_hsum4(acc[0] + acc[1]);
   }
   return total;
@@ -358,10 +382,9 @@ static FP_INLINE void fp_rc_scale(fp_rowcache *c, float s, fp_rowpart p) {
 
 /* ---- softmax_fused ------------------------------------------------------------------------ */
 
-/* The statistics of one softmax of the row, reached by the whole group: its
+/* The statistics of the row's softmax, reached by the whole group: its
  * maximum and 1 / sum(exp(v - max)), over the values v the cache holds
- * (cached) or that fp_online_row reads from xr (x itself, or softmax(x)
- * recomputed with m1, inv1 when `softmaxed`). The cache then holds
+ * (cached) or that fp_online_row reads from xr. The cache then holds
  * exp(v - max). The row maximum comes from a max-reduction; the cached path
  * then takes exp(v - max) once per element, the streaming path rescales its
  * online sum to that maximum (one exp per work-item), and a sum-reduction
@@ -369,13 +392,13 @@ static FP_INLINE void fp_rc_scale(fp_rowcache *c, float s, fp_rowpart p) {
  * merges cost two exp each. */
 static FP_INLINE void fp_softmax_stats(fp_rowcache *c, int cached, int active,
                                        __global const float *xr, fp_rowpart p, fp_team tm,
-                                       int softmaxed, float m1, float inv1, __local float *slots,
-                                       __local float *partials, float *row_max, float *inv) {
+                                       __local float *slots, __local float *partials,
+                                       float *row_max, float *inv) {
   float m = -INFINITY, s = 0.0f;
   if (cached)
     m = fp_rc_max(c, p);
   else if (active)
-    fp_online_row(xr, p, tm, softmaxed, m1, inv1, &m, &s);
+    fp_online_row(xr, p, tm, &m, &s);
   *row_max = fp_team_max(m, tm, slots, partials);
   if (cached) {
     fp_rc_exp_shift(c, *row_max, p);
@@ -405,7 +428,7 @@ static FP_INLINE void fp_softmax_rows(__global float *out, __global const float 
     if (cached)
       fp_rc_load(&c, xr, p, tm);
     float row_max, inv;
-    fp_softmax_stats(&c, cached, active, xr, p, tm, 0, 0.0f, 1.0f, slots, partials, &row_max, &inv);
+    fp_softmax_stats(&c, cached, active, xr, p, tm, slots, partials, &row_max, &inv);
     if (cached) {
       fp_rc_scale(&c, inv, p);
       fp_rc_store(yr, &c, p, tm);
@@ -456,11 +479,22 @@ static FP_INLINE void fp_double_softmax_rows(__global float *out, __global const
     fp_rowcache c;
     if (cached)
       fp_rc_load(&c, xr, p, tm);
-    float max1, inv1, max2, inv2;
-    fp_softmax_stats(&c, cached, active, xr, p, tm, 0, 0.0f, 1.0f, slots, partials, &max1, &inv1);
-    if (cached)
+    float max1, inv1;
+    fp_softmax_stats(&c, cached, active, xr, p, tm, slots, partials, &max1, &inv1);
+    /* y = softmax(x) has the maximum exp(0) * inv1 = inv1 exactly, so the
+     * second softmax is shifted by it without a max-reduction (any shift
+     * gives the same softmax; y - inv1 <= 0 keeps exp in range). A row
+     * whose softmax is NaN (a NaN, +inf, all -inf) stays NaN. */
+    const float max2 = inv1;
+    float s2 = 0.0f;
+    if (cached) {
       fp_rc_scale(&c, inv1, p); /* the cache holds y = softmax(x) */
-    fp_softmax_stats(&c, cached, active, xr, p, tm, 1, max1, inv1, slots, partials, &max2, &inv2);
+      fp_rc_exp_shift(&c, max2, p);
+      s2 = fp_rc_sum(&c, p);
+    } else if (active) {
+      s2 = fp_stream_second_exp_sum(xr, p, tm, max1, inv1, max2);
+    }
+    const float inv2 = 1.0f / fp_team_sum(s2, tm, slots, partials);
     if (cached) {
       fp_rc_scale(&c, inv2, p);
       fp_rc_store(yr, &c, p, tm);
@@ -604,7 +638,7 @@ static FP_INLINE void fp_layernorm_rows(__global float *out, __global float *mea
       fp_rc_load(&c, xr, p, tm);
       part = fp_rc_sum(&c, p);
     } else if (active) {
-      part = fp_stream_sum(xr, p, tm, 1.0f, 1.0f);
+      part = fp_stream_sum(xr, p, tm);
     }
     const float mean = fp_team_sum(part, tm, slots, partials) / (float)N;
     float sq = 0.0f;
@@ -694,24 +728,32 @@ static FP_INLINE void fp_norm_chain_rows(__global float *out, __global const flo
     __global const float *xr = x + row * N;
     __global float *yr = out + row * N;
     fp_rowcache c;
-    float s[3];
     if (cached)
       fp_rc_load(&c, xr, p, tm);
+    /* A cached row takes the three sums literally. A streamed one is read
+     * twice, not four times: with s1 = sum_j x_j, the later sums are
+     * s2 = sum_j x_j*s1 = s1^2 and s3 = sum_j x_j*s1*s2 = s2^2 in exact
+     * arithmetic, so only s1 is read (as the CUDA kernel does); the result
+     * differs from the literal chain by rounding, and where the literal
+     * chain turns +-inf products into NaN sums. Every work-item still meets
+     * the three reductions' barriers (a streamed row reduces zeros in the
+     * last two: barriers stay out of the cached/streaming branches). */
+    float s[3];
 #pragma unroll
     for (int step = 0; step < 3; ++step) { /* unrolled: s[] keeps constant indices */
       float part = 0.0f;
       if (cached)
         part = fp_rc_sum(&c, p);
-      else if (active) /* s = 1 reproduces the row of the previous step exactly */
-        part = fp_stream_sum(xr, p, tm, step > 0 ? s[0] : 1.0f, step > 1 ? s[1] : 1.0f);
+      else if (active && step == 0)
+        part = fp_stream_sum(xr, p, tm);
       s[step] = fp_team_sum(part, tm, slots, partials);
       if (cached)
         fp_rc_scale(&c, s[step], p);
     }
+    const float s1 = s[0], s2 = cached ? s[1] : s1 * s1, s3 = cached ? s[2] : s2 * s2;
     if (cached) {
       fp_rc_store(yr, &c, p, tm);
     } else if (active) {
-      const float s1 = s[0], s2 = s[1], s3 = s[2];
       __global const float4 *xb = fp_body(xr, p);
       __global float4 *yb = fp_body_out(yr, p);
       if (p.mine_head)
