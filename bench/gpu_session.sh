@@ -245,9 +245,10 @@ stage_rowcap() {
 # The horizontal ops on the seed-grid cells where they trailed torch.compile
 # (rows of 16384-65536, 512 rows or more): correctness and sanitizers on
 # shapes that take hreduce_pointwise's 512-thread blocks, then this tree,
-# the previous binary ($BIN/fuseport-base) and torch.compile timed in this
-# call (hr_*.json, hr_compare.txt).
-HR_SHAPES=512x16384,1024x16384,2048x16384,4096x16384,8192x16384,16384x16384,32768x16384,65536x16384,512x32768,1024x32768,2048x32768,4096x32768,512x65536,1024x65536,2048x65536
+# the previous binary ($BIN/fuseport-base), torch.compile, this tree again
+# and with its blocks capped at 256 threads, timed in this call (hr_*.json,
+# hr_compare.txt).
+HR_SHAPES=16384x2048,8192x4096,4096x8192,8192x8192,512x16384,1024x16384,2048x16384,4096x16384,8192x16384,16384x16384,32768x16384,65536x16384,512x32768,1024x32768,2048x32768,4096x32768,512x65536,1024x65536,2048x65536
 stage_hreduce() {
   local ops=hreduce_pointwise,hreduce_reduce
   timeout 120 "$BIN/test_ops" cuda >"$OUT/hr-tests.log" 2>&1
@@ -266,9 +267,12 @@ stage_hreduce() {
     --modes compile --rep-ms 20 --out "$OUT/hr_torch.json" >"$OUT/hr_torch.log" 2>&1
   echo "torch compile: exit $?"
   timeout 100 "$FP" "${b[@]}" --out "$OUT/hr_new2.json"; echo "new, again: exit $?"
+  FUSEPORT_CUDA_ROWS_BLOCK_CAP=256 timeout 100 "$FP" "${b[@]}" --out "$OUT/hr_cap256.json"
+  echo "new, blocks capped at 256: exit $?"
   {
     [ -f "$OUT/hr_base.json" ] && "$FP" compare "$OUT/hr_base.json" "$OUT/hr_new.json"
-    for f in hr_base hr_new hr_new2; do
+    "$FP" compare "$OUT/hr_new.json" "$OUT/hr_cap256.json"
+    for f in hr_base hr_new hr_new2 hr_cap256; do
       [ -f "$OUT/$f.json" ] && { echo "== $f against torch.compile"; "$FP" compare "$OUT/hr_torch.json" "$OUT/$f.json" --variant compile:fused; }
     done
   } >"$OUT/hr_compare.txt" 2>&1
