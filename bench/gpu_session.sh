@@ -142,22 +142,28 @@ stage_rows() {
 }
 
 # The OpenCL row kernels on NVIDIA's OpenCL: the register and spill report
-# of the default build and of FP_ROW_VEC=2, the tests with the planned and
+# of the default build (and FP_ROW_VEC=v for each v of CL_BUILD_VECS, e.g.
+# "4 2"), the tests with the planned and
 # the host geometry, then the row ops and bias_dropout_add timed under each
 # planner setting of CL_CONFIGS (environment assignments; "default": none),
 # the previous binary ($BIN/fuseport-base, gpu_prepare.sh's BASE) and CUDA,
 # all in this call (cl_<name>.json, cl_compare.txt: every config against
 # CUDA).
-CL_CONFIGS=(
-  "default"
-  "prev:FUSEPORT_OPENCL_ROWS_MAX_GROUP=1024 FUSEPORT_OPENCL_STREAM_GROUP=1024"
-  "generic:FUSEPORT_OPENCL_ROW_VARIANTS=0"
-)
+# CL_CONFIGS=all adds the previous planner and the generic kernels.
+if [ "${CL_CONFIGS:-default}" = all ]; then
+  CL_CONFIGS=(
+    "default"
+    "prev:FUSEPORT_OPENCL_ROWS_MAX_GROUP=1024 FUSEPORT_OPENCL_STREAM_GROUP=1024"
+    "generic:FUSEPORT_OPENCL_ROW_VARIANTS=0"
+  )
+else
+  CL_CONFIGS=("default")
+fi
 stage_clrows() {
   local ops=$ROW_OPS,bias_dropout_add
   log "NVIDIA OpenCL build log (-cl-nv-verbose): registers and spills"
   rm -f "$OUT/cl-build.log"
-  for vec in 4 2; do
+  for vec in ${CL_BUILD_VECS:-4}; do
     FUSEPORT_OPENCL_ROW_VEC=$vec FUSEPORT_OPENCL_BUILD_LOG="$OUT/cl-build.log" \
       FUSEPORT_OPENCL_BUILD_OPTIONS="-cl-nv-verbose" "$FP" check --backend opencl \
       --platform NVIDIA --quiet --op $ops --shapes 3x1000 | tail -1
