@@ -4,8 +4,8 @@
 #
 #   bash bench/gpu_session.sh STAGE... 
 #
-# Stages: tests check sanitize rows clrows elem rowcap hreduce rowstage bench-cuda bench-opencl
-#         torch
+# Stages: tests check sanitize rows clrows elem rowcap hreduce rowstage clab bench-cuda
+#         bench-opencl torch
 #   rows: the warp and cluster builds of the CUDA row kernels
 #         (FUSEPORT_CUDA_ROW_BUILDS=tuned): tests, check and both sanitizers
 #         on them, then the row ops timed with the block policy and with the
@@ -24,6 +24,7 @@
 #         sanitizers, then timed against the previous binary and compile.
 #   rowstage: the CUDA long-row build's staging of the next row: checks,
 #         sanitizers, then timed with it off and on (FUSEPORT_CUDA_ROW_STAGE).
+#   clab: NVIDIA OpenCL row ops, this tree against the previous binary.
 # Environment: OUT (where results go; the device tool sets it), DEADLINE
 # (seconds this call may use, default 570), FP (a fuseport binary; default
 # .gpu/bin/fuseport, built here on this machine's image, else a fresh build),
@@ -331,6 +332,27 @@ stage_rowstage() {
       "$FP" compare "$OUT/stage_base$k.json" "$OUT/stage_1$k.json"
   done >"$OUT/stage_compare.txt" 2>&1
   grep -E "^==|geometric" "$OUT/stage_compare.txt"
+}
+
+# NVIDIA OpenCL row ops, this tree against the previous binary
+# ($BIN/fuseport-base), alternately twice, so that a slow spell of the GPU
+# shows as a disagreement between the two rounds (clab_{base,new}{a,b}.json,
+# clab_compare.txt).
+stage_clab() {
+  local b=(bench --backend opencl --platform NVIDIA --op softmax,double_softmax,layernorm,norm_chain
+    --variants fused --shapes $ROW_SHAPES --rep-ms 10 --quiet)
+  local k
+  for k in a b; do
+    [ "$(left)" -gt 60 ] || { log "no time left for round $k"; break; }
+    timeout 100 "$BIN/fuseport-base" "${b[@]}" --out "$OUT/clab_base$k.json"
+    echo "base $k: exit $?"
+    timeout 100 "$FP" "${b[@]}" --out "$OUT/clab_new$k.json"
+    echo "new $k: exit $?"
+  done
+  for k in a b; do
+    [ -f "$OUT/clab_new$k.json" ] && "$FP" compare "$OUT/clab_base$k.json" "$OUT/clab_new$k.json"
+  done >"$OUT/clab_compare.txt" 2>&1
+  grep -E "^==|geometric" "$OUT/clab_compare.txt"
 }
 
 stage_bench-cuda() { sweep cuda cuda.json; }

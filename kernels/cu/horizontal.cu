@@ -80,7 +80,7 @@ __device__ __forceinline__ void hreduce_reduce_rows(const Team &team, float *sum
     const RowPart p = team.part(row_split(a_row, N));
     const float *a_body = a_row + p.s.head;
     SumMax st = sum_max_empty();
-    part_stream<4>(
+    part_stream<2>(
         team, p, [&](long long j) { sum_max_add(st, __ldg(a_row + j)); },
         [&](long long v) { return ldg4(a_body + 4 * v); },
         [&](long long, float4 x) {
