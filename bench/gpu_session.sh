@@ -4,8 +4,8 @@
 #
 #   bash bench/gpu_session.sh STAGE... 
 #
-# Stages: tests check sanitize rows clrows elem rowcap hreduce rowstage clab bench-cuda
-#         bench-opencl torch
+# Stages: tests check sanitize rows clrows elem rowcap hreduce rowstage clab clcap
+#         bench-cuda bench-opencl torch
 #   rows: the warp and cluster builds of the CUDA row kernels
 #         (FUSEPORT_CUDA_ROW_BUILDS=tuned): tests, check and both sanitizers
 #         on them, then the row ops timed with the block policy and with the
@@ -25,6 +25,8 @@
 #   rowstage: the CUDA long-row build's staging of the next row: checks,
 #         sanitizers, then timed with it off and on (FUSEPORT_CUDA_ROW_STAGE).
 #   clab: NVIDIA OpenCL row ops, this tree against the previous binary.
+#   clcap: NVIDIA OpenCL layernorm and double_softmax under three caps of
+#         the cached team (FUSEPORT_OPENCL_ROWS_MAX_GROUP), against CUDA.
 # Environment: OUT (where results go; the device tool sets it), DEADLINE
 # (seconds this call may use, default 570), FP (a fuseport binary; default
 # .gpu/bin/fuseport, built here on this machine's image, else a fresh build),
@@ -353,6 +355,37 @@ stage_clab() {
     [ -f "$OUT/clab_new$k.json" ] && "$FP" compare "$OUT/clab_base$k.json" "$OUT/clab_new$k.json"
   done >"$OUT/clab_compare.txt" 2>&1
   grep -E "^==|geometric" "$OUT/clab_compare.txt"
+}
+
+# NVIDIA OpenCL: which rows to cache. The cached-team cap
+# (FUSEPORT_OPENCL_ROWS_MAX_GROUP) at the default rule, 4 (stream all but
+# rows of 64 floats) and 32, for the two row ops furthest behind CUDA on
+# mid-length rows, alternately twice; CUDA once (clcap_*.json,
+# clcap_compare.txt: each against CUDA).
+CLCAP_SHAPES=65536x128,65536x256,65536x512,65536x1024,65536x2048,32768x4096,8192x128,8192x256,8192x512,8192x1024,8192x2048,8192x4096,1000x3,70x509
+stage_clcap() {
+  local b=(bench --op layernorm,double_softmax --variants fused --shapes $CLCAP_SHAPES --rep-ms 10
+    --quiet)
+  timeout 100 "$FP" "${b[@]}" --backend cuda --out "$OUT/clcap_cuda.json"
+  echo "cuda: exit $?"
+  local k cap
+  for k in a b; do
+    for cap in default 4 32; do
+      [ "$(left)" -gt 40 ] || { log "no time left for $cap$k"; break 2; }
+      if [ $cap = default ]; then
+        env -u FUSEPORT_OPENCL_ROWS_MAX_GROUP timeout 100 "$FP" "${b[@]}" --backend opencl \
+          --platform NVIDIA --out "$OUT/clcap_$cap$k.json"
+      else
+        FUSEPORT_OPENCL_ROWS_MAX_GROUP=$cap timeout 100 "$FP" "${b[@]}" --backend opencl \
+          --platform NVIDIA --out "$OUT/clcap_$cap$k.json"
+      fi
+      echo "cap $cap$k: exit $?"
+    done
+  done
+  for f in "$OUT"/clcap_[0-9d]*.json; do
+    "$FP" compare "$f" "$OUT/clcap_cuda.json"
+  done >"$OUT/clcap_compare.txt" 2>&1
+  grep -E "^A = |^==|geometric" "$OUT/clcap_compare.txt"
 }
 
 stage_bench-cuda() { sweep cuda cuda.json; }

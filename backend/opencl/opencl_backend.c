@@ -37,9 +37,10 @@
  *                                  reduce.cl (1..8, default 4): sets
  *                                  FP_ROW_VEC in the build and in plan_rows
  *   FUSEPORT_OPENCL_ROWS_MAX_GROUP=L  largest team of a row kernel whose
- *                                  rows fit the cache (32..1024, a power of
+ *                                  rows fit the cache (4..1024, a power of
  *                                  two; default: plan_rows' rule): longer
- *                                  rows stream
+ *                                  rows stream (4: all but rows of at most
+ *                                  4 * 4 * FP_ROW_VEC floats)
  *   FUSEPORT_OPENCL_STREAM_GROUP=L the group of a row kernel whose rows
  *                                  stream (32..1024, a power of two;
  *                                  default: plan_rows' rule)
@@ -603,15 +604,16 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
   cl->generic_rows = variants != NULL && strcmp(variants, "0") == 0;
   fp_status st = FP_OK;
   if (!env_u32("FUSEPORT_OPENCL_ROW_VEC", 1, 8, false, FP_CL_ROW_VEC, &cl->row_vec) ||
-      !env_u32("FUSEPORT_OPENCL_ROWS_MAX_GROUP", 32, 1024, true, 0, &cl->rows_max_group) ||
+      !env_u32("FUSEPORT_OPENCL_ROWS_MAX_GROUP", FP_CL_MIN_TEAM, 1024, true, 0,
+               &cl->rows_max_group) ||
       !env_u32("FUSEPORT_OPENCL_STREAM_GROUP", 32, 1024, true, 0, &cl->stream_group))
-    st = fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
-                      "FUSEPORT_OPENCL_ROW_VEC must be 1..8, FUSEPORT_OPENCL_ROWS_MAX_GROUP and "
-                      "FUSEPORT_OPENCL_STREAM_GROUP powers of two in 32..1024 (got '%s', '%s', "
-                      "'%s')",
-                      env_or_unset("FUSEPORT_OPENCL_ROW_VEC"),
-                      env_or_unset("FUSEPORT_OPENCL_ROWS_MAX_GROUP"),
-                      env_or_unset("FUSEPORT_OPENCL_STREAM_GROUP"));
+    st = fp_ctx_error(
+        ctx, FP_ERR_INVALID_ARGUMENT,
+        "FUSEPORT_OPENCL_ROW_VEC must be 1..8, FUSEPORT_OPENCL_ROWS_MAX_GROUP a power "
+        "of two in 4..1024 and FUSEPORT_OPENCL_STREAM_GROUP one in 32..1024 (got "
+        "'%s', '%s', '%s')",
+        env_or_unset("FUSEPORT_OPENCL_ROW_VEC"), env_or_unset("FUSEPORT_OPENCL_ROWS_MAX_GROUP"),
+        env_or_unset("FUSEPORT_OPENCL_STREAM_GROUP"));
   if (st == FP_OK)
     st = query_device(ctx, cl);
   if (st != FP_OK) {
