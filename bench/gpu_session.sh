@@ -32,7 +32,8 @@
 # .gpu/bin/fuseport, built here on this machine's image, else a fresh build),
 # RESUME_DIR (a directory of partial result files from an earlier call, to
 # --resume; unset: every sweep starts afresh), FUSEPORT_CUDA_ROW_BUILDS
-# (passed through to every stage: block or tuned).
+# (passed through to every stage: block or tuned), SWEEP_OPS (the ops of the
+# bench-* sweeps; default all).
 #
 # It expects .gpu/gpu-env.sh (copied from ../shared/device) and the Debian
 # packages in .debs/ to be carried along: bench/gpu_prepare.sh gathers them
@@ -106,7 +107,7 @@ sweep() {
     cp "$RESUME_DIR/$file" "$OUT/$file"
     timeout -s INT -k 20 "$budget" "$FP" bench --resume "$OUT/$file" --quiet
   else
-    timeout -s INT -k 20 "$budget" "$FP" bench --backend "$backend" "$@" --op all \
+    timeout -s INT -k 20 "$budget" "$FP" bench --backend "$backend" "$@" --op "${SWEEP_OPS:-all}" \
       --shapes seed --rep-ms 20 --out "$OUT/$file" --quiet
   fi
   echo "bench exit $?; cells: $(grep -c '"op":' "$OUT/$file")"

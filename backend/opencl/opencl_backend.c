@@ -1273,8 +1273,12 @@ static fp_status ocl_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *co
  *       lost with the narrower groups (0.83 -> 0.61 at 4096 x 16384) and
  *       keeps a cache up to a team of 1024 and 1024-wide streaming;
  *       layernorm, whose cached kernel still spills (104 bytes at
- *       FP_ROW_VEC 4), caches rows of up to 1024 only (0.63 -> 0.77 at
- *       4096 x 4096 and 8192 x 4096);
+ *       FP_ROW_VEC 4), caches rows of up to 64 floats only (a team of
+ *       FP_CL_MIN_TEAM) and streams the rest: on an H200 a cap of 1024
+ *       floats took 4096 x 4096 and 8192 x 4096 from 0.63 to 0.77, and on
+ *       an H100 (2026-11-23, clcap_*.json) streaming rows of 128 to 1024
+ *       floats took them from 0.67-0.80 to 0.86-1.09 (65536 x 1024: 0.69
+ *       -> 0.94); the two reads then mostly hit L2;
  *       the horizontal kernels, which hold no row, size their teams with
  *       FP_HREDUCE_VEC = 8 float4 per work-item, so rows of up to 8192
  *       floats go to teams of up to 256 (their "cached" case below only
@@ -1322,7 +1326,7 @@ static void plan_rows(const fp_context *ctx, const cl_state *cl, fp_kernel_id id
   else if (wide)
     cache_cap = 1024;
   else if (id == FPK_layernorm_fused)
-    cache_cap = 64;
+    cache_cap = FP_CL_MIN_TEAM;
   if (cache_cap > max_local)
     cache_cap = max_local;
   const uint32_t vec = horizontal ? FP_CL_HREDUCE_VEC : cl->row_vec;
