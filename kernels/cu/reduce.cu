@@ -497,10 +497,14 @@ __device__ __forceinline__ void row_loop(const Team &team, long long M, const St
   }
 }
 
-template <int kMaxK, class Team>
-__device__ __forceinline__ void softmax_rows(const Team &team, float *out, const float *x,
-                                             long long M, long long N) {
-  const RowStage<kMaxK, kStageSoftmax, Team> stage(team, N);
+/* The rows of the kernels that map a row of x to a row of out (softmax,
+ * double_softmax, norm_chain): cached(kc, out_row, x_row, p, out_vec,
+ * staged, next) for a row the team caches (kc: the cache depth, an
+ * integral_constant), streamed(out_row, x_row, split, out_vec) otherwise. */
+template <int kMaxK, int kStageRows, class Team, class Cached, class Streamed>
+__device__ __forceinline__ void map_rows(const Team &team, float *out, const float *x, long long M,
+                                         long long N, Cached cached, Streamed streamed) {
+  const RowStage<kMaxK, kStageRows, Team> stage(team, N);
   row_loop(
       team, M, stage, [&](long long row) { stage.copy(0, x + row * N, N); },
       [&](long long row, auto &&next) {
@@ -509,31 +513,39 @@ __device__ __forceinline__ void softmax_rows(const Team &team, float *out, const
         const RowPart p = team.part(row_split(x_row, N));
         const bool out_vec = aligned16(out_row + p.s.head);
         if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
-              softmax_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec,
-                                                      stage.slots(0), next);
+              cached(kc, out_row, x_row, p, out_vec, stage.slots(0), next);
             }))
           stream_row(
-              team, [&]() { softmax_row_streamed(out_row, x_row, p.s, out_vec); }, next);
+              team, [&]() { streamed(out_row, x_row, p.s, out_vec); }, next);
+      });
+}
+
+template <int kMaxK, class Team>
+__device__ __forceinline__ void softmax_rows(const Team &team, float *out, const float *x,
+                                             long long M, long long N) {
+  map_rows<kMaxK, kStageSoftmax>(
+      team, out, x, M, N,
+      [&](auto kc, float *out_row, const float *x_row, const RowPart &p, bool out_vec,
+          const float4 *staged, auto &&next) {
+        softmax_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec, staged, next);
+      },
+      [](float *out_row, const float *x_row, const RowSplit &split, bool out_vec) {
+        softmax_row_streamed(out_row, x_row, split, out_vec);
       });
 }
 
 template <int kMaxK, class Team>
 __device__ __forceinline__ void double_softmax_rows(const Team &team, float *out, const float *x,
                                                     long long M, long long N) {
-  const RowStage<kMaxK, kStageDoubleSoftmax, Team> stage(team, N);
-  row_loop(
-      team, M, stage, [&](long long row) { stage.copy(0, x + row * N, N); },
-      [&](long long row, auto &&next) {
-        const float *x_row = x + row * N;
-        float *out_row = out + row * N;
-        const RowPart p = team.part(row_split(x_row, N));
-        const bool out_vec = aligned16(out_row + p.s.head);
-        if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
-              double_softmax_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec,
-                                                             stage.slots(0), next);
-            }))
-          stream_row(
-              team, [&]() { double_softmax_row_streamed(out_row, x_row, p.s, out_vec); }, next);
+  map_rows<kMaxK, kStageDoubleSoftmax>(
+      team, out, x, M, N,
+      [&](auto kc, float *out_row, const float *x_row, const RowPart &p, bool out_vec,
+          const float4 *staged, auto &&next) {
+        double_softmax_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec, staged,
+                                                       next);
+      },
+      [](float *out_row, const float *x_row, const RowSplit &split, bool out_vec) {
+        double_softmax_row_streamed(out_row, x_row, split, out_vec);
       });
 }
 
@@ -600,20 +612,14 @@ layernorm_rows(const Team &team, float *out, float *mean, float *rstd, const flo
 template <int kMaxK, class Team>
 __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, const float *x,
                                                 long long M, long long N) {
-  const RowStage<kMaxK, kStageNormChain, Team> stage(team, N);
-  row_loop(
-      team, M, stage, [&](long long row) { stage.copy(0, x + row * N, N); },
-      [&](long long row, auto &&next) {
-        const float *x_row = x + row * N;
-        float *out_row = out + row * N;
-        const RowPart p = team.part(row_split(x_row, N));
-        const bool out_vec = aligned16(out_row + p.s.head);
-        if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
-              norm_chain_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec,
-                                                         stage.slots(0), next);
-            }))
-          stream_row(
-              team, [&]() { norm_chain_row_streamed(out_row, x_row, p.s, out_vec); }, next);
+  map_rows<kMaxK, kStageNormChain>(
+      team, out, x, M, N,
+      [&](auto kc, float *out_row, const float *x_row, const RowPart &p, bool out_vec,
+          const float4 *staged, auto &&next) {
+        norm_chain_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec, staged, next);
+      },
+      [](float *out_row, const float *x_row, const RowSplit &split, bool out_vec) {
+        norm_chain_row_streamed(out_row, x_row, split, out_vec);
       });
 }
 
