@@ -723,6 +723,11 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
     ++nparams;
   }
 
+  /* the device first: the stage's planning asks it about the kernel */
+  st = use_device(ctx);
+  if (st != FP_OK)
+    return st;
+
   /* The registered build in the host's geometry, unless the planner picks
    * another build of a ROWS kernel (cuda_plan.h). */
   const fp_cuda_tuning *tuning = &s->tuning[id];
@@ -762,9 +767,6 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
     grid[0] = fp_cuda_plan_elem(s->elem_grid, elem_n, id == FPK_bias_dropout_add_fused, grid[0],
                                 block[0], s->sm_count, (uint32_t)s->max_grid_dim[0]);
 
-  st = use_device(ctx);
-  if (st != FP_OK)
-    return st;
   cudaError_t err;
   if (shared_bytes > CUDA_DEFAULT_DYNAMIC_SHARED && !staged) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
