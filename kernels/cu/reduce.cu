@@ -636,7 +636,9 @@ __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, co
  *               the full 64-register budget of a 1024-thread block: rows of
  *               up to 32768 floats read once; longer ones streamed with
  *               fewer rows in flight per SM, so the reread more often hits
- *               L2;
+ *               L2; double_softmax's also stages the next row in shared
+ *               memory where an SM holds at most two of its blocks (a
+ *               persistent grid: RowStage in cuda_kernels.h, kStage* below);
  *   warp_short  a warp per row, 8 rows per 256-thread block, <= 2 vectors
  *               per lane (rows <= 256 floats), 40 to 56 registers;
  *               (A warp build of 4 vectors per lane, rows <= 512, was
