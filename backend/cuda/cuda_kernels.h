@@ -635,13 +635,15 @@ __device__ __forceinline__ void cache_store(const Team &t, const RowCache<K> &c,
 /* ---- staging the next row (long-row build) -----------------------------------
  * A block that caches whole rows works in phases: load the row, reduce it
  * (barriers, no memory traffic), write it. With one or two such blocks per
- * SM, memory idles during the reductions. The long-row build therefore runs
- * as a persistent grid (each block loops over many rows) and, while it
- * reduces row r, copies its slots of row r + row_step from global into
- * dynamic shared memory with cp.async (sm_80+, through L2 only): the load
- * of the next row overlaps the work on this one.
+ * SM, memory idles during the reductions. A long-row build that stages
+ * (double_softmax's; reduce.cu's kStage* say which) then runs as a
+ * persistent grid (each block loops over many rows) and, while it reduces
+ * row r, copies its slots of row r + row_step from global into dynamic
+ * shared memory with cp.async (sm_80+, through L2 only): the load of the
+ * next row overlaps the work on this one.
  *
- * Layout: staged row a (0 or 1: softmax_backward stages y and g), slot k
+ * Layout: staged row array a (0, or 1 for a kernel with two input rows,
+ * as softmax_backward's row loop is written to stage), slot k
  * of thread t at stage[(a * kMaxK + k) * blockDim.x + t], the same slots as
  * RowCache (vector t + k * blockDim.x of the row's split). Each thread
  * copies and later reads only its own slots, so cp.async.wait_all is the
@@ -695,10 +697,11 @@ __device__ __forceinline__ void cp_async_wait_all() {
 
 /* The staging area of a block-per-row build that caches up to kMaxK float4
  * per thread, for kRows row arrays (0: a kernel that never stages, the code
- * compiled out); off for other teams, when the launch
- * gave too little dynamic shared memory, or when a row might not fit the
- * cache. Only a flag is kept: the slots' address is the shared-memory
- * symbol's, which costs no register. */
+ * compiled out); off for other teams, when the launch gave too little
+ * dynamic shared memory, or when a row might not fit the cache (the
+ * backend's fp_cuda_stage_bytes keeps the same rule). Only a flag is kept:
+ * the slots' address is the shared-memory symbol's, which costs no
+ * register. */
 template <int kMaxK, int kRows, class Team> struct RowStage {
   /* only the long-row build (a block, a cache of 4 or 8) can stage: the
    * code is compiled out of the others */
