@@ -4,7 +4,7 @@
 #
 #   bash bench/gpu_session.sh STAGE... 
 #
-# Stages: tests check sanitize rows clrows elem rowcap hreduce rowstage clab clcap
+# Stages: tests check sanitize rows clrows elem rowcap hreduce rowstage clab clcap variants
 #         bench-cuda bench-opencl torch
 #   rows: the warp and cluster builds of the CUDA row kernels
 #         (FUSEPORT_CUDA_ROW_BUILDS=tuned): tests, check and both sanitizers
@@ -21,12 +21,15 @@
 #   rowcap: the CUDA row ops with the block of the block-per-row builds
 #         capped (FUSEPORT_CUDA_ROWS_BLOCK_CAP), timed against the host's.
 #   hreduce: the horizontal ops where they trailed torch.compile: checks,
-#         sanitizers, then timed against the previous binary and compile.
+#         sanitizers, then timed against the previous binary and compile
+#         (new, base, compile, new, base).
 #   rowstage: the CUDA long-row build's staging of the next row: checks,
 #         sanitizers, then timed with it off and on (FUSEPORT_CUDA_ROW_STAGE).
 #   clab: NVIDIA OpenCL row ops, this tree against the previous binary.
 #   clcap: NVIDIA OpenCL layernorm and double_softmax under three caps of
 #         the cached team (FUSEPORT_OPENCL_ROWS_MAX_GROUP), against CUDA.
+#   variants: every .gpu/bin/fuseport-* build against this one, alternating
+#         (VAR_OPS, VAR_SHAPES, VAR_ROUNDS), then torch.compile.
 # Environment: OUT (where results go; the device tool sets it), DEADLINE
 # (seconds this call may use, default 570), FP (a fuseport binary; default
 # .gpu/bin/fuseport, built here on this machine's image, else a fresh build),
@@ -277,12 +280,11 @@ stage_hreduce() {
     --modes compile --rep-ms 20 --out "$OUT/hr_torch.json" >"$OUT/hr_torch.log" 2>&1
   echo "torch compile: exit $?"
   timeout 100 "$FP" "${b[@]}" --out "$OUT/hr_new2.json"; echo "new, again: exit $?"
-  FUSEPORT_CUDA_ROWS_BLOCK_CAP=256 timeout 100 "$FP" "${b[@]}" --out "$OUT/hr_cap256.json"
-  echo "new, blocks capped at 256: exit $?"
+  [ -x "$BIN/fuseport-base" ] && { timeout 100 "$BIN/fuseport-base" "${b[@]}" --out "$OUT/hr_base2.json"; echo "base, again: exit $?"; }
   {
     [ -f "$OUT/hr_base.json" ] && "$FP" compare "$OUT/hr_base.json" "$OUT/hr_new.json"
-    "$FP" compare "$OUT/hr_new.json" "$OUT/hr_cap256.json"
-    for f in hr_base hr_new hr_new2 hr_cap256; do
+    [ -f "$OUT/hr_base2.json" ] && "$FP" compare "$OUT/hr_base2.json" "$OUT/hr_new2.json"
+    for f in hr_base hr_new hr_new2 hr_base2; do
       [ -f "$OUT/$f.json" ] && { echo "== $f against torch.compile"; "$FP" compare "$OUT/hr_torch.json" "$OUT/$f.json" --variant compile:fused; }
     done
   } >"$OUT/hr_compare.txt" 2>&1
@@ -387,6 +389,43 @@ stage_clcap() {
     "$FP" compare "$f" "$OUT/clcap_cuda.json"
   done >"$OUT/clcap_compare.txt" 2>&1
   grep -E "^A = |^==|geometric" "$OUT/clcap_compare.txt"
+}
+
+# Build variants: every $BIN/fuseport-* binary (and $FP as "new") timed on
+# VAR_OPS x VAR_SHAPES, VAR_ROUNDS rounds, the binaries alternating within
+# each round, then torch.compile on the same cells (var_<name><round>.json,
+# var_torch.json, var_compare.txt: each against base, and against compile).
+VAR_OPS=${VAR_OPS:-hreduce_reduce}
+VAR_SHAPES=${VAR_SHAPES:-$HR_SHAPES}
+VAR_ROUNDS=${VAR_ROUNDS:-2}
+stage_variants() {
+  local b=(bench --backend cuda --op "$VAR_OPS" --variants fused --shapes "$VAR_SHAPES" --rep-ms 20 --quiet)
+  local names=(new) bins=("$FP") f
+  for f in "$BIN"/fuseport-*; do
+    [ -x "$f" ] && { names+=("${f##*/fuseport-}"); bins+=("$f"); }
+  done
+  log "variants: ${names[*]} x $VAR_ROUNDS rounds"
+  local r i
+  for r in $(seq 1 "$VAR_ROUNDS"); do
+    for i in "${!bins[@]}"; do
+      timeout 100 "${bins[$i]}" "${b[@]}" --out "$OUT/var_${names[$i]}$r.json" || echo "${names[$i]} round $r: exit $?"
+    done
+  done
+  PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_bench.py --ops "$VAR_OPS" --shapes "$VAR_SHAPES" \
+    --modes compile --rep-ms 20 --out "$OUT/var_torch.json" >"$OUT/var_torch.log" 2>&1
+  echo "torch compile: exit $?"
+  {
+    for r in $(seq 1 "$VAR_ROUNDS"); do
+      for i in "${!names[@]}"; do
+        [ "${names[$i]}" = base ] && continue
+        echo "== round $r: base against ${names[$i]}"
+        "$FP" compare "$OUT/var_base$r.json" "$OUT/var_${names[$i]}$r.json"
+        echo "== round $r: compile against ${names[$i]}"
+        "$FP" compare "$OUT/var_torch.json" "$OUT/var_${names[$i]}$r.json" --variant compile:fused
+      done
+    done
+  } >"$OUT/var_compare.txt" 2>&1
+  grep -E "^== |overall" "$OUT/var_compare.txt"
 }
 
 stage_bench-cuda() { sweep cuda cuda.json; }

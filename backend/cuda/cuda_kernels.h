@@ -204,6 +204,22 @@ struct View2D {
 __device__ __forceinline__ float4 ldg4(const float *p) {
   return __ldg(reinterpret_cast<const float4 *>(p));
 }
+/* A read-once stream: ld.global.cs marks the lines evict-first, so the
+ * stream displaces its own lines rather than what the L2 held before the
+ * kernel. Where a kernel reads much more than it writes and starts with
+ * the L2 full of dirty lines (a previous kernel's output; the bench's write
+ * flush), loads that allocate normally first pay for writing those lines
+ * back: an H100 row reduction over 128 MiB took 57.0 us with ld.global.nc
+ * and 50.4-53.8 with .cs. Streamed at length, .cs is about 3.5% slower
+ * (4 GiB: 1347 against 1397 us), and for copies and maps, whose stores
+ * evict the same lines either way, it bought nothing
+ * (bench/probes/l2_policy.cu), so only hreduce_reduce uses it, and only up
+ * to a size (kernels/cu/horizontal.cu). Same alignment and read-only rules
+ * as ldg4. */
+__device__ __forceinline__ float ldcs(const float *p) { return __ldcs(p); }
+__device__ __forceinline__ float4 ldcs4(const float *p) {
+  return __ldcs(reinterpret_cast<const float4 *>(p));
+}
 /* __stwb is the default store (st.global.wb) as an intrinsic the optimizer
  * keeps: in st4_any a plain float4 store and the four scalar stores of the
  * other branch are equivalent, and the compiler would merge both branches

@@ -6,10 +6,13 @@
  * loads in flight per thread, tail scalars; fpcu::part_stream), accumulate per
  * thread and finish with one team reduction per row (a block, a warp or a
  * cluster holds the row; see the builds below). No row cache is needed:
- * nothing is read twice. 32 and 40 registers (2048 and 1536 resident threads
- * per SM) without spills; see reduce.cu for why __maxnreg__. The 32-byte
- * stack frame of hreduce_pointwise_fused is cosf's own: its Payne-Hanek
- * argument reduction, taken only for |x| > 105615, works on a local array.
+ * nothing is read twice. hreduce_reduce, which writes only two floats a
+ * row, streams with evict-first loads up to a size (ldcs4, see below). 32
+ * and 40 registers (2048 and 1536 resident threads per SM) without spills
+ * but for 4 bytes in hreduce_pointwise's cluster build; see reduce.cu for
+ * why __maxnreg__. The 32-byte stack frame of hreduce_pointwise_fused is
+ * cosf's own: its Payne-Hanek argument reduction, taken only for
+ * |x| > 105615, works on a local array.
  */
 #include "cuda/cuda_kernels.h"
 
@@ -72,17 +75,26 @@ __device__ __forceinline__ void hreduce_pointwise_rows(const Team &team, float *
   }
 }
 
+/* Evict-first loads (ldcs4) save writing back what the L2 held dirty
+ * before the kernel, and cost about 3.5% of the streaming rate. On the
+ * H100 (50 MiB of L2; docs/results/2026-11-23-h100-l2hint/) they were
+ * 1.06-1.20x faster up to 128 MiB, 1.00-1.03x at 256 MiB and 0.96-0.97x
+ * from 512 MiB on, so inputs larger than this read with ldg4. */
+constexpr long long kEvictFirstMaxBytes = 256ll << 20;
+
 template <class Team>
 __device__ __forceinline__ void hreduce_reduce_rows(const Team &team, float *sum, float *amax,
                                                     const float *a, long long M, long long N) {
+  const bool evict_first = M * N <= kEvictFirstMaxBytes / (long long)sizeof(float);
   for (long long row = team.first_row(); row < M; row += team.row_step()) {
     const float *a_row = a + row * N;
     const RowPart p = team.part(row_split(a_row, N));
     const float *a_body = a_row + p.s.head;
     SumMax st = sum_max_empty();
     part_stream<2>(
-        team, p, [&](long long j) { sum_max_add(st, __ldg(a_row + j)); },
-        [&](long long v) { return ldg4(a_body + 4 * v); },
+        team, p,
+        [&](long long j) { sum_max_add(st, evict_first ? ldcs(a_row + j) : __ldg(a_row + j)); },
+        [&](long long v) { return evict_first ? ldcs4(a_body + 4 * v) : ldg4(a_body + 4 * v); },
         [&](long long, float4 x) {
           st.sum += (x.x + x.y) + (x.z + x.w);
           st.max = fp_maximum(st.max, fp_maximum(fp_maximum(x.x, x.y), fp_maximum(x.z, x.w)));

@@ -111,6 +111,8 @@ inline double __longlong_as_double(long long i) {
 
 inline float __ldg(const float *p) { return *p; }
 inline float4 __ldg(const float4 *p) { return *p; }
+inline float __ldcs(const float *p) { return *p; }
+inline float4 __ldcs(const float4 *p) { return *p; }
 inline void __stwb(float4 *p, float4 v) { *p = v; }
 
 namespace cooperative_groups {
