@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "bench_core.h"
+#include "fp_device_common.h" /* FP_REDUCE_SUM */
 #include "fp_git_commit.h"
 
 /* Largest seed a JSON number (a double) holds exactly. */
@@ -195,6 +196,12 @@ cJSON *fp_bench_spec_to_json(const fp_bench_spec *s, bool with_shard) {
     cJSON_AddNumberToObject(o, "flush_bytes", (double)s->flush_bytes);
   else
     cJSON_AddNullToObject(o, "flush_bytes");
+  /* only when read, so that the options of runs with the default write
+   * flush (and their files from before this option) still compare equal */
+  if (s->flush_read && cJSON_AddStringToObject(o, "flush", "read") == NULL) {
+    cJSON_Delete(o);
+    return NULL;
+  }
   if (with_shard && s->shard_count > 1) {
     char shard[64];
     snprintf(shard, sizeof shard, "%d/%d", s->shard_index, s->shard_count);
@@ -304,6 +311,15 @@ fp_status fp_bench_spec_from_json(const cJSON *o, fp_bench_spec *s) {
   s->max_reps = max_reps;
   s->sample_elems = sample;
   s->flush_bytes = (uint64_t)flush;
+  const cJSON *flush_mode = cJSON_GetObjectItemCaseSensitive(o, "flush");
+  if (flush_mode == NULL) {
+    s->flush_read = false;
+  } else if (cJSON_IsString(flush_mode) && (strcmp(flush_mode->valuestring, "read") == 0 ||
+                                            strcmp(flush_mode->valuestring, "write") == 0)) {
+    s->flush_read = strcmp(flush_mode->valuestring, "read") == 0;
+  } else {
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "options.flush must be \"read\" or \"write\"");
+  }
   const cJSON *shard = cJSON_GetObjectItemCaseSensitive(o, "shard");
   if (shard != NULL && !cJSON_IsNull(shard)) {
     int i = -1, n = -1, used = 0;
@@ -763,6 +779,7 @@ typedef struct run_state {
   const fp_bench_hooks *hooks;
   fp_buffer *flush;
   uint64_t flush_bytes;
+  fp_buffer *flush_sums; /* --flush read: the row sums of the flush buffer */
   fp_event *start[CHUNK], *end[CHUNK];
   double *samples;
   int64_t samples_cap;
@@ -782,7 +799,30 @@ static void cell_failed(fp_cell *c, fp_status st, const char *what) {
   snprintf(c->message, sizeof c->message, "%s: %s: %s", what, fp_status_name(st), fp_last_error());
 }
 
+/* The read flush views the buffer as rows of this many floats (64 KiB). */
+#define FLUSH_ROW_FLOATS 16384
+
+static int64_t flush_rows(uint64_t flush_bytes) {
+  return (int64_t)(flush_bytes / (4 * FLUSH_ROW_FLOATS));
+}
+
+/* Evicts the cells' buffers from the last-level cache: writes the flush
+ * buffer (a new pattern each time, so nothing can skip the write), or with
+ * --flush read sums its rows with the backend's row-reduction primitive,
+ * whose loads allocate in the cache as any kernel's do. Enqueued only. */
 static fp_status flush_cache(run_state *rs) {
+  if (rs->spec->flush_read) {
+    const int64_t rows = flush_rows(rs->flush_bytes);
+    const fp_arg args[] = {fp_arg_buf(rs->flush_sums),
+                           fp_arg_buf(rs->flush),
+                           fp_arg_i32(FP_REDUCE_SUM),
+                           fp_arg_i64(rows),
+                           fp_arg_i64(FLUSH_ROW_FLOATS),
+                           fp_arg_i64(FLUSH_ROW_FLOATS),
+                           fp_arg_i64(1)};
+    const fp_ndrange nd = fp_ndrange_1d((uint64_t)rows, 256);
+    return fp_launch(rs->ctx, FPK_prim_reduce_rows, &nd, args, 7);
+  }
   rs->flush_pattern = rs->flush_pattern * 1664525u + 1013904223u;
   return fp_buffer_fill(rs->ctx, rs->flush, 0, rs->flush_bytes, &rs->flush_pattern, 4);
 }
@@ -1104,6 +1144,15 @@ fp_status fp_bench_run(fp_context *ctx, const fp_bench_spec *s, fp_results *r,
   if (st != FP_OK)
     st = fp_error(st, "the cache flush buffer (%llu bytes) does not fit: %s",
                   (unsigned long long)rs.flush_bytes, fp_last_error());
+  if (st == FP_OK && s->flush_read) {
+    /* the read flush reduces the pattern the buffer is filled with once */
+    uint32_t pattern = 0x3f800000u; /* 1.0f */
+    st = fp_buffer_alloc(ctx, 4 * (uint64_t)flush_rows(rs.flush_bytes), &rs.flush_sums);
+    if (st == FP_OK)
+      st = fp_buffer_fill(ctx, rs.flush, 0, rs.flush_bytes, &pattern, 4);
+    if (st != FP_OK)
+      st = fp_error(st, "the read flush's buffers: %s", fp_last_error());
+  }
   for (int k = 0; st == FP_OK && k < CHUNK; ++k) {
     st = fp_event_create(ctx, &rs.start[k]);
     if (st == FP_OK)
@@ -1215,6 +1264,7 @@ fp_status fp_bench_run(fp_context *ctx, const fp_bench_spec *s, fp_results *r,
     fp_event_destroy(rs.start[k]);
     fp_event_destroy(rs.end[k]);
   }
+  fp_buffer_free(rs.flush_sums);
   fp_buffer_free(rs.flush);
   free(rs.samples);
   fp_bench_plan_free(&plan);

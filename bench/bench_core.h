@@ -16,7 +16,7 @@
  *     poison the outputs, run once counting launches, check against the
  *     reference
  *     warm up, then time repetitions with device events, the last-level
- *     cache flushed (a buffer of >= 2x L2 written) before each one
+ *     cache flushed (a buffer of >= 2x L2 written, or read) before each one
  *   free everything
  *
  * A cell that runs out of memory is recorded "oom", any other failure
@@ -74,6 +74,11 @@ typedef struct fp_bench_spec {
   /* cache flush buffer; 0: fp_bench_flush_bytes of the device's reported
    * last-level cache (set it where a driver reports the cache wrong) */
   uint64_t flush_bytes;
+  /* --flush read: flush by reading the buffer (a row-sum kernel) rather
+   * than writing it; the write leaves the cache full of dirty lines, which
+   * the timed kernel then pays to write back (as after any producer
+   * kernel), the read leaves it clean */
+  bool flush_read;
   int shard_index, shard_count; /* shard_count <= 1: the whole sweep */
 } fp_bench_spec;
 

@@ -25,6 +25,7 @@ static const char bench_usage[] =
     "                      [--shapes seed|MxN[,MxN...] | --dim0 LIST --dim1 LIST]\n"
     "                      [--param NAME=VALUE[,VALUE...]]... [--reps N | --rep-ms MS]\n"
     "                      [--warmup-ms MS] [--seed N] [--sample-elems N] [--flush-mib N]\n"
+    "                      [--flush write|read]\n"
     "                      [--format table|csv|json] [--out FILE] [--resume FILE]\n"
     "                      [--retry-errors] [--shard I/N] [--quiet]\n"
     "\n"
@@ -34,7 +35,8 @@ static const char bench_usage[] =
     "then each variant is checked against it and timed: warm-up runs, then\n"
     "repetitions each timed with device events (a monotonic clock on the cpu\n"
     "backend), the last-level cache flushed before each one by writing a buffer\n"
-    "of at least twice its size. Reported per cell: median/min/max time, kernels\n"
+    "of at least twice its size (or reading it: --flush read). Reported per cell: median/min/max "
+    "time, kernels\n"
     "launched per call, intermediate footprint and peak device bytes (counted by\n"
     "the backend layer), bytes and FLOPs of the cost model, GB/s and its fraction\n"
     "of the device's copy bandwidth (measured once per run), kernel build time,\n"
@@ -65,6 +67,12 @@ static const char bench_usage[] =
     "                     (default 1048576; 0 checks every row)\n"
     "  --flush-mib N      cache flush buffer in MiB (default: twice the last-level\n"
     "                     cache the device reports, at least 8 MiB; printed)\n"
+    "  --flush MODE       write (default; as Triton's do_bench and PyTorch\n"
+    "                     benchmarks do) or read: a write leaves the cache full\n"
+    "                     of dirty lines, whose write-back the timed kernel\n"
+    "                     shares, as after any kernel that produced its input;\n"
+    "                     a read (a row-sum kernel over the buffer) leaves it\n"
+    "                     clean, timing the kernel alone\n"
     "  --format F         table (default), csv or json; without --out, printed\n"
     "  --out FILE         write the cells to FILE, json (default; also for *.json)\n"
     "                     or csv (*.csv or --format csv), rewritten atomically\n"
@@ -193,8 +201,8 @@ int fp_bench_parse_args(int argc, char **argv, fp_bench_cli *cli) {
         strcmp(a, "--param") == 0 || strcmp(a, "--reps") == 0 || strcmp(a, "--rep-ms") == 0 ||
         strcmp(a, "--warmup-ms") == 0 || strcmp(a, "--seed") == 0 ||
         strcmp(a, "--sample-elems") == 0 || strcmp(a, "--flush-mib") == 0 ||
-        strcmp(a, "--format") == 0 || strcmp(a, "--out") == 0 || strcmp(a, "-o") == 0 ||
-        strcmp(a, "--resume") == 0 || strcmp(a, "--shard") == 0;
+        strcmp(a, "--flush") == 0 || strcmp(a, "--format") == 0 || strcmp(a, "--out") == 0 ||
+        strcmp(a, "-o") == 0 || strcmp(a, "--resume") == 0 || strcmp(a, "--shard") == 0;
     if (!known) {
       usage_error("unknown option '%s'", a);
       return FP_EXIT_USAGE;
@@ -264,6 +272,13 @@ int fp_bench_parse_args(int argc, char **argv, fp_bench_cli *cli) {
         return FP_EXIT_USAGE;
       s->flush_bytes = (uint64_t)mib << 20;
       cli->given |= FP_GIVEN_FLUSH;
+    } else if (strcmp(a, "--flush") == 0) {
+      if (strcmp(v, "read") != 0 && strcmp(v, "write") != 0) {
+        usage_error("--flush must be write or read, not '%s'", v);
+        return FP_EXIT_USAGE;
+      }
+      s->flush_read = strcmp(v, "read") == 0;
+      cli->given |= FP_GIVEN_FLUSH_MODE;
     } else if (strcmp(a, "--format") == 0) {
       format = v;
     } else if (strcmp(a, "--out") == 0 || strcmp(a, "-o") == 0) {
@@ -420,6 +435,8 @@ bool fp_bench_resume_spec(fp_bench_cli *cli, const fp_results *file, const char 
     merged.sample_elems = c->sample_elems;
   if (cli->given & FP_GIVEN_FLUSH)
     merged.flush_bytes = c->flush_bytes;
+  if (cli->given & FP_GIVEN_FLUSH_MODE)
+    merged.flush_read = c->flush_read;
   if (cli->given & FP_GIVEN_SHARD) {
     merged.shard_index = c->shard_index;
     merged.shard_count = c->shard_count;
@@ -727,8 +744,9 @@ static int run_bench(fp_bench_cli *cli) {
       const fp_device_info *dev = fp_context_device(ctx);
       fprintf(stderr,
               "fuseport bench: %s on %s, %d cells%s, %d already done; copy %.1f GB/s; cache "
-              "flush %.1f MiB (%s)\n",
+              "flush: %s %.1f MiB (%s)\n",
               r.meta.backend, r.meta.device, total, shard, r.n_cells, r.meta.copy_gbps,
+              cli->spec.flush_read ? "read" : "write",
               (double)fp_bench_run_flush_bytes(&cli->spec, dev) / (1 << 20),
               cli->spec.flush_bytes > 0 ? "--flush-mib" : "2x the device's last-level cache");
     }

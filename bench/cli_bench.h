@@ -24,7 +24,8 @@ enum {
   FP_GIVEN_WARMUP = 1 << 6,
   FP_GIVEN_SAMPLE = 1 << 7,
   FP_GIVEN_SHARD = 1 << 8,
-  FP_GIVEN_FLUSH = 1 << 9
+  FP_GIVEN_FLUSH = 1 << 9,
+  FP_GIVEN_FLUSH_MODE = 1 << 10
 };
 
 typedef struct fp_bench_cli {

@@ -220,10 +220,11 @@ def compare(got, ref, tol):
 
 # ---- timing ------------------------------------------------------------------------------
 class Timer:
-    def __init__(self, warmup_ms, rep_ms, min_reps, max_reps, fixed_reps):
+    def __init__(self, warmup_ms, rep_ms, min_reps, max_reps, fixed_reps, flush_read=False):
         props = torch.cuda.get_device_properties(0)
         l2 = getattr(props, "L2_cache_size", 50 << 20)
-        self.flush = torch.empty(max(2 * l2, 8 << 20) // 4, dtype=torch.int32, device="cuda")
+        self.flush = torch.ones(max(2 * l2, 8 << 20) // 4, dtype=torch.int32, device="cuda")
+        self.flush_read = flush_read
         self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
         self.min_reps, self.max_reps, self.fixed_reps = min_reps, max_reps, fixed_reps
 
@@ -242,7 +243,13 @@ class Timer:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         for k in range(reps):
-            self.flush.fill_(k)  # a device write of 2x L2 evicts the inputs
+            # a device write of 2x L2 evicts the inputs and leaves the L2 dirty;
+            # --flush read (a sum over the buffer) evicts them and leaves it clean,
+            # as fuseport bench --flush read does
+            if self.flush_read:
+                self.flush.sum()
+            else:
+                self.flush.fill_(k)
             starts[k].record()
             fn()
             ends[k].record()
@@ -368,6 +375,9 @@ def main():
     ap.add_argument("--check-shapes", default="3x1000,128x4096,7x65537", help="shapes of the correctness check")
     ap.add_argument("--fuseport-dump", default=None, help="directory written by `fuseport check --dump`")
     ap.add_argument("--dynamic", choices=["dim0", "none"], default="dim0")
+    ap.add_argument("--flush", choices=["write", "read"], default="write",
+                    help="L2 flush before each repetition: write 2x L2 (default, as Triton's do_bench) "
+                    "or read it (leaves the L2 clean; fuseport bench --flush read)")
     args = ap.parse_args()
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -381,7 +391,7 @@ def main():
     else:
         shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",")]
     modes = args.modes.split(",")
-    timer = Timer(args.warmup_ms, args.rep_ms, 5, 10000, args.reps)
+    timer = Timer(args.warmup_ms, args.rep_ms, 5, 10000, args.reps, args.flush == "read")
     props = torch.cuda.get_device_properties(0)
     copy_gbps = measure_copy_gbps(timer)
     # FUSEPORT_GIT_COMMIT (gpu_session.sh passes the fuseport binary's) wins

@@ -121,6 +121,7 @@ static void test_parse_errors(void **state) {
     const char *needle;
   } cases[] = {
       {{"--bogus"}, "unknown option '--bogus'"},
+      {{"--flush", "sideways"}, "--flush must be write or read"},
       {{"--shapes", "12x"}, "--shapes '12x'"},
       {{"--shapes", "0x5"}, "--shapes"},
       {{"--shapes", "128x128,"}, "--shapes"},
@@ -313,6 +314,28 @@ static void test_stats_and_rules(void **state) {
   fp_bench_spec back;
   FP_ASSERT_OK(fp_bench_spec_from_json(r.meta.options, &back));
   assert_int_equal(back.flush_bytes, 12u << 20);
+  assert_false(back.flush_read);
+  assert_null(cJSON_GetObjectItemCaseSensitive(r.meta.options, "flush")); /* write: no key */
+  fp_counters_get(CTX, &c1);
+  const uint64_t launches_write = c1.kernels_launched; /* the last variant's, flushes included */
+  fp_results_free(&r);
+  /* --flush read: a row-sum launch per flush instead of a fill, a sums
+   * buffer beside the flush buffer, and "flush": "read" in the options */
+  s.flush_read = true;
+  fresh_results(&r, &s);
+  fp_counters_reset(CTX);
+  FP_ASSERT_OK(fp_bench_run(CTX, &s, &r, NULL, &sum));
+  assert_int_equal(sum.count[FP_CELL_OK], r.n_cells);
+  fp_counters_get(CTX, &c1);
+  assert_true(c1.kernels_launched >= launches_write + (uint64_t)s.reps);
+  assert_int_equal(c1.bytes_current, c0.bytes_current);
+  const cJSON *fm = cJSON_GetObjectItemCaseSensitive(r.meta.options, "flush");
+  assert_true(cJSON_IsString(fm) && strcmp(fm->valuestring, "read") == 0);
+  FP_ASSERT_OK(fp_bench_spec_from_json(r.meta.options, &back));
+  assert_true(back.flush_read);
+  cJSON_ReplaceItemInObjectCaseSensitive(r.meta.options, "flush", cJSON_CreateString("sideways"));
+  FP_ASSERT_ERR(fp_bench_spec_from_json(r.meta.options, &back), FP_ERR_INVALID_ARGUMENT,
+                "options.flush");
   fp_results_free(&r);
 
   /* repetitions: exactly --reps, else rep_ms over (run + flush), clamped */
