@@ -36,7 +36,9 @@
 # RESUME_DIR (a directory of partial result files from an earlier call, to
 # --resume; unset: every sweep starts afresh), FUSEPORT_CUDA_ROW_BUILDS
 # (passed through to every stage: block or tuned), SWEEP_OPS (the ops of the
-# bench-* sweeps; default all).
+# bench-* sweeps; default all), BENCH_ARGS (more options of the bench-*
+# sweeps, e.g. --flush read) and TORCH_ARGS (of torch_bench.py's, e.g.
+# --rep-ms 10 --flush read).
 #
 # It expects .gpu/gpu-env.sh (copied from ../shared/device) and the Debian
 # packages in .debs/ to be carried along: bench/gpu_prepare.sh gathers them
@@ -111,7 +113,7 @@ sweep() {
     timeout -s INT -k 20 "$budget" "$FP" bench --resume "$OUT/$file" --quiet
   else
     timeout -s INT -k 20 "$budget" "$FP" bench --backend "$backend" "$@" --op "${SWEEP_OPS:-all}" \
-      --shapes seed --rep-ms 20 --out "$OUT/$file" --quiet
+      --shapes seed --rep-ms 20 ${BENCH_ARGS:-} --out "$OUT/$file" --quiet
   fi
   echo "bench exit $?; cells: $(grep -c '"op":' "$OUT/$file")"
 }

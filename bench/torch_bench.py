@@ -2,7 +2,8 @@
 """PyTorch eager and torch.compile on fuseport's ops and shapes, timed as
 `fuseport bench` times (device events around each repetition, the L2 flushed
 by a write of at least twice its size before each one, warm-up excluded,
-median/min/max), written in fuseport's JSON schema so that
+median/min/max; a GPU sleep ahead of each flush keeps the host's issue time
+out of the events), written in fuseport's JSON schema so that
 
     fuseport compare cuda.json torch.json --variants fused:compile
 
@@ -227,6 +228,27 @@ class Timer:
         self.flush_read = flush_read
         self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
         self.min_reps, self.max_reps, self.fixed_reps = min_reps, max_reps, fixed_reps
+        self.cycles_per_us = self._sleep_rate()
+
+    @staticmethod
+    def _sleep_rate():
+        """Clock cycles of torch.cuda._sleep per microsecond, measured."""
+        torch.cuda._sleep(1000)
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        torch.cuda._sleep(2_000_000)
+        b.record()
+        torch.cuda.synchronize()
+        return 2_000_000 / max(a.elapsed_time(b) * 1e3, 1.0)
+
+    def _flush(self, k):
+        # a device write of 2x L2 evicts the inputs and leaves the L2 dirty;
+        # --flush read (a sum over the buffer) evicts them and leaves it clean,
+        # as fuseport bench --flush read does
+        if self.flush_read:
+            self.flush.sum()
+        else:
+            self.flush.fill_(k)
 
     def run(self, fn):
         fn()
@@ -242,14 +264,25 @@ class Timer:
         reps = self.fixed_reps or int(min(self.max_reps, max(self.min_reps, self.rep_ms / max(est_ms, 1e-3))))
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        # The events must time the GPU's work only. When the host takes longer
+        # to issue a repetition (flush, events, fn: tens of microseconds for a
+        # compiled graph's guards and wrapper) than the GPU takes to flush, the
+        # GPU reaches the start event before fn's kernels are queued and the
+        # wait is timed (before this, compile's 128 x 128 cells measured
+        # 30-90 us for kernels of 5). So each repetition first queues a GPU
+        # sleep longer than the host's issue time, measured here, untimed.
+        t0 = time.perf_counter()
+        for k in range(3):
+            self._flush(k)
+            starts[0].record()
+            fn()
+            ends[0].record()
+        issue_us = (time.perf_counter() - t0) * 1e6 / 3
+        torch.cuda.synchronize()
+        sleep_cycles = int(1.5 * issue_us * self.cycles_per_us)
         for k in range(reps):
-            # a device write of 2x L2 evicts the inputs and leaves the L2 dirty;
-            # --flush read (a sum over the buffer) evicts them and leaves it clean,
-            # as fuseport bench --flush read does
-            if self.flush_read:
-                self.flush.sum()
-            else:
-                self.flush.fill_(k)
+            torch.cuda._sleep(sleep_cycles)
+            self._flush(k)
             starts[k].record()
             fn()
             ends[k].record()
