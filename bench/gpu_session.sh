@@ -4,8 +4,8 @@
 #
 #   bash bench/gpu_session.sh STAGE... 
 #
-# Stages: tests check sanitize rows clrows elem rowcap hreduce rowstage clab clcap variants
-#         bench-cuda bench-opencl torch
+# Stages: tests check sanitize rows clrows elem rowcap hreduce rowstage clab cllocal
+#         clcap variants bench-cuda bench-opencl torch
 #   rows: the warp and cluster builds of the CUDA row kernels
 #         (FUSEPORT_CUDA_ROW_BUILDS=tuned): tests, check and both sanitizers
 #         on them, then the row ops timed with the block policy and with the
@@ -26,6 +26,8 @@
 #   rowstage: the CUDA long-row build's staging of the next row: checks,
 #         sanitizers, then timed with it off and on (FUSEPORT_CUDA_ROW_STAGE).
 #   clab: NVIDIA OpenCL row ops, this tree against the previous binary.
+#   cllocal: the NVIDIA OpenCL _local row kernels (registers, spills), timed
+#         with their row cache on and off, against CUDA.
 #   clcap: NVIDIA OpenCL layernorm and double_softmax under three caps of
 #         the cached team (FUSEPORT_OPENCL_ROWS_MAX_GROUP), against CUDA.
 #   variants: every .gpu/bin/fuseport-* build against this one, alternating
@@ -360,6 +362,46 @@ stage_clab() {
     [ -f "$OUT/clab_new$k.json" ] && "$FP" compare "$OUT/clab_base$k.json" "$OUT/clab_new$k.json"
   done >"$OUT/clab_compare.txt" 2>&1
   grep -E "^==|geometric" "$OUT/clab_compare.txt"
+}
+
+# NVIDIA OpenCL: the local-memory row cache of the _local row kernels.
+# Their registers and spills (-cl-nv-verbose), then the four ops that have
+# one timed with it (default) and without (FUSEPORT_OPENCL_ROW_LOCAL=0: the
+# _stream kernels), alternately twice, on rows it takes (N of 4100-8195;
+# layernorm's from 2052) and a few it leaves alone; CUDA once
+# (cllocal_{on,off}{a,b}.json, cllocal_cuda.json, cllocal_compare.txt).
+CLLOCAL_SHAPES=${CLLOCAL_SHAPES:-128x8192,1024x8192,4096x8192,8192x8192,16384x8192,32768x5000,4096x6000,8192x4100,33x8195,65536x2052,16384x3000,32768x4096,4096x4096,512x16384}
+stage_cllocal() {
+  local ops=softmax,double_softmax,layernorm,norm_chain
+  log "NVIDIA OpenCL _local kernels: registers and spills"
+  rm -f "$OUT/cllocal-build.log"
+  FUSEPORT_OPENCL_BUILD_LOG="$OUT/cllocal-build.log" FUSEPORT_OPENCL_BUILD_OPTIONS="-cl-nv-verbose" \
+    "$FP" check --backend opencl --platform NVIDIA --quiet --op $ops --shapes 3x1000,64x8192 | tail -1
+  grep -iE "Compiling entry|spill|Used [0-9]+ registers" "$OUT/cllocal-build.log" |
+    awk '/Compiling entry/{k=$7} /spill/{s=$7" B spill stores, "$11" B spill loads"}
+      /Used/{print k, $5, "registers,", s}' | grep -E "_local|_stream"
+  local b=(bench --op $ops --variants fused --shapes $CLLOCAL_SHAPES --rep-ms 10 --quiet)
+  timeout 100 "$FP" "${b[@]}" --backend cuda --out "$OUT/cllocal_cuda.json"
+  echo "cuda: exit $?"
+  local k
+  for k in a b; do
+    [ "$(left)" -gt 60 ] || { log "no time left for round $k"; break; }
+    FUSEPORT_OPENCL_ROW_LOCAL=0 timeout 100 "$FP" "${b[@]}" --backend opencl --platform NVIDIA \
+      --out "$OUT/cllocal_off$k.json"
+    echo "off $k: exit $?"
+    timeout 100 "$FP" "${b[@]}" --backend opencl --platform NVIDIA --out "$OUT/cllocal_on$k.json"
+    echo "on $k: exit $?"
+  done
+  for k in a b; do
+    [ -f "$OUT/cllocal_on$k.json" ] || continue
+    echo "== round $k: off against on"
+    "$FP" compare "$OUT/cllocal_off$k.json" "$OUT/cllocal_on$k.json"
+    echo "== round $k: cuda against on"
+    "$FP" compare "$OUT/cllocal_cuda.json" "$OUT/cllocal_on$k.json"
+    echo "== round $k: cuda against off"
+    "$FP" compare "$OUT/cllocal_cuda.json" "$OUT/cllocal_off$k.json"
+  done >"$OUT/cllocal_compare.txt" 2>&1
+  grep -E "^==|geometric" "$OUT/cllocal_compare.txt"
 }
 
 # NVIDIA OpenCL: which rows to cache. The cached-team cap

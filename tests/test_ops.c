@@ -2,6 +2,7 @@
  * backend (argv[1]) against the float64 reference, on fresh random inputs
  * with poisoned outputs; plus the semantics the reference alone does not pin
  * down (NaN rows, the dropout mask across backends, long rows). */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,13 +57,13 @@ static void check_case(const fp_problem *p, const fp_variant *v) {
   fp_io_free(&io, in, out);
 }
 
-/* Every op, every variant, every boolean/choice combination, every shape. */
-static void check_op(const fp_op *op) {
+/* Every variant, every boolean/choice combination, every one of the shapes. */
+static void check_op_shapes(const fp_op *op, const int64_t (*shapes)[2], int n_shapes) {
   int combos = 1;
   for (int k = 0; k < op->n_params; ++k)
     if (op->params[k].type == FP_PARAM_BOOL || op->params[k].type == FP_PARAM_CHOICE)
       combos *= (int)(op->params[k].max - op->params[k].min + 1);
-  for (int s = 0; s < N_SHAPES; ++s)
+  for (int s = 0; s < n_shapes; ++s)
     for (int c = 0; c < combos; ++c) {
       fp_problem p;
       fp_problem_init(&p, op);
@@ -80,6 +81,9 @@ static void check_op(const fp_op *op) {
         check_case(&p, &op->variants[v]);
     }
 }
+
+/* Every op, every variant, every boolean/choice combination, every shape. */
+static void check_op(const fp_op *op) { check_op_shapes(op, shapes, N_SHAPES); }
 
 #define OP_TEST(name)                                                                              \
   static void test_##name(void **state) {                                                          \
@@ -228,6 +232,94 @@ static void test_dropout_mask_matches_cpu(void **state) {
   fp_context_destroy(cpu);
 }
 
+/* Rows that the OpenCL backend streams through the local-memory row cache of
+ * the _local kernels of softmax and norm_chain (opencl_backend.c,
+ * plan_rows: one row per group of 256, N of 6148 to 8195), aligned and
+ * misaligned (with N % 4 != 0 each row starts at another offset: head and
+ * tail scalars, a body of N/4 or N/4 - 1 vectors), one row or several, and
+ * the bounds of the range: 6147 and 8196 re-read global memory. A vector of
+ * the cache stored or read back wrong fails the float64 reference. Run on
+ * every backend, like the shapes above. */
+static void test_local_cache_rows(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  static const int64_t local_shapes[][2] = {{3, 6148}, {5, 6147}, {7, 8191}, {2, 8192},
+                                            {1, 8192}, {2, 8195}, {2, 8196}, {3, 7001}};
+  const char *names[] = {"softmax", "norm_chain"};
+  for (size_t k = 0; k < sizeof names / sizeof names[0]; ++k) {
+    const fp_op *op = fp_op_find(names[k]);
+    assert_non_null(op);
+    check_op_shapes(op, local_shapes, (int)(sizeof local_shapes / sizeof local_shapes[0]));
+  }
+}
+
+/* The outputs of one fused run of p on ctx, inputs from `seed`, copied to
+ * the host (heap, one per output). */
+static void fused_outputs(fp_context *ctx, const fp_problem *p, uint64_t seed, void **host) {
+  fp_io_desc io;
+  p->op->describe(p, &io);
+  fp_buffer *in[FP_MAX_TENSORS], *out[FP_MAX_TENSORS];
+  fp_plan *plan = NULL;
+  FP_ASSERT_OK(fp_io_alloc(ctx, &io, in, out));
+  FP_ASSERT_OK(fp_io_fill_inputs(ctx, &io, seed, in));
+  FP_ASSERT_OK(fp_io_poison_outputs(ctx, &io, out));
+  FP_ASSERT_OK(fp_plan_create(ctx, p, fp_op_variant(p->op, "fused"), &plan));
+  FP_ASSERT_OK(fp_plan_execute(plan, in, out));
+  for (int k = 0; k < io.n_out; ++k) {
+    const uint64_t bytes = fp_tensor_bytes(&io.out[k]);
+    host[k] = malloc((size_t)bytes);
+    assert_non_null(host[k]);
+    FP_ASSERT_OK(fp_buffer_read(ctx, out[k], 0, host[k], bytes));
+  }
+  fp_plan_destroy(plan);
+  fp_io_free(&io, in, out);
+}
+
+/* OpenCL: FUSEPORT_OPENCL_ROW_LOCAL rejects a bad value, and =0 (the _stream
+ * kernels) gives rows of 8191 floats at every alignment bit for bit the
+ * results of the default (_local): both run the same loops in the same
+ * order, one reading global memory where the other reads the copy in local
+ * memory. */
+static void test_opencl_row_local_knob(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  if (fp_env.kind != FP_BACKEND_OPENCL)
+    skip();
+  fp_context_options opts;
+  fp_context_options_init(&opts);
+  opts.backend = FP_BACKEND_OPENCL;
+  opts.platform = getenv("FUSEPORT_OPENCL_PLATFORM");
+  fp_context *stream = NULL;
+  assert_int_equal(setenv("FUSEPORT_OPENCL_ROW_LOCAL", "2", 1), 0);
+  FP_ASSERT_ERR(fp_context_create(&opts, &stream), FP_ERR_INVALID_ARGUMENT,
+                "FUSEPORT_OPENCL_ROW_LOCAL must be 0 or 1");
+  assert_null(stream);
+  assert_int_equal(setenv("FUSEPORT_OPENCL_ROW_LOCAL", "0", 1), 0);
+  FP_ASSERT_OK(fp_context_create(&opts, &stream));
+  assert_int_equal(unsetenv("FUSEPORT_OPENCL_ROW_LOCAL"), 0);
+  const char *names[] = {"softmax", "norm_chain"};
+  for (size_t k = 0; k < sizeof names / sizeof names[0]; ++k) {
+    const fp_op *op = fp_op_find(names[k]);
+    fp_problem p;
+    fp_problem_init(&p, op);
+    FP_ASSERT_OK(fp_problem_set_grid(&p, 7, 8191));
+    fp_io_desc io;
+    op->describe(&p, &io);
+    const uint64_t seed = fp_test_next_seed();
+    void *a[FP_MAX_TENSORS], *b[FP_MAX_TENSORS];
+    fused_outputs(CTX, &p, seed, a);
+    fused_outputs(stream, &p, seed, b);
+    for (int o = 0; o < io.n_out; ++o) {
+      if (memcmp(a[o], b[o], (size_t)fp_tensor_bytes(&io.out[o])) != 0)
+        fail_msg("%s 7x8191 output %s: FUSEPORT_OPENCL_ROW_LOCAL=0 differs from the default",
+                 names[k], io.out[o].name);
+      free(a[o]);
+      free(b[o]);
+    }
+  }
+  fp_context_destroy(stream);
+}
+
 /* Rows past a quarter million elements, and a single row of 2^20 + 1. */
 static void test_long_rows(void **state) {
   (void)state;
@@ -262,6 +354,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_hreduce_reduce),
       cmocka_unit_test(test_nan_semantics),
       cmocka_unit_test(test_dropout_mask_matches_cpu),
+      cmocka_unit_test(test_local_cache_rows),
+      cmocka_unit_test(test_opencl_row_local_knob),
       cmocka_unit_test(test_long_rows),
   };
   int failures = cmocka_run_group_tests_name(fp_backend_name(fp_env.kind), tests, NULL, NULL);

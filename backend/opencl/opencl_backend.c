@@ -45,8 +45,14 @@
  *                                  stream (32..1024, a power of two;
  *                                  default: plan_rows' rule)
  *   FUSEPORT_OPENCL_ROW_VARIANTS=0 launch the generic row kernels (both
- *                                  paths in one) instead of their _cached
- *                                  and _stream specialisations
+ *                                  paths in one) instead of their _cached,
+ *                                  _stream and _local specialisations
+ *   FUSEPORT_OPENCL_ROW_LOCAL=0|1  whether streamed rows of 6148 to 8195
+ *                                  floats, one per group, go through the
+ *                                  local-memory row cache of the _local
+ *                                  kernels of softmax and norm_chain
+ *                                  (default 1; 0: _stream re-reads them,
+ *                                  for timing)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -101,6 +107,24 @@ static const char *const family_sources[FPF_COUNT] = {
 #define FP_CL_HREDUCE_VEC 8     /* FP_HREDUCE_VEC of horizontal.cl */
 #define FP_CL_STREAM_VECTORS 16 /* float4 per work-item and pass of a streamed row */
 #define FP_CL_ROWS_MAX_GROUPS (1u << 20)
+#define FP_CL_MAX_GROUP 1024     /* FP_MAX_GROUP of common.cl */
+#define FP_CL_LOCAL_ROW_VEC 2048 /* FP_LOCAL_ROW_VEC of common.cl */
+/* Rows of fewer vectors stream without the local cache: on an H100
+ * (NVIDIA OpenCL, 2026-11-23, docs/PERF.md) rows of 5000 and 6000 floats
+ * ran 4-8% slower through it, rows of 8192 5-12% faster. */
+#define FP_CL_LOCAL_ROW_MIN_VEC 1537
+/* Local memory of a group of a _local kernel: lcache, then slots[] and
+ * partials[] (FP_MAX_GROUP floats each). */
+#define FP_CL_LOCAL_ROW_BYTES (16u * FP_CL_LOCAL_ROW_VEC + 8u * FP_CL_MAX_GROUP)
+
+/* The specialisations of a row kernel (common.cl, FP_ROWS_KERNELS), by the
+ * suffix of their names. */
+typedef enum cl_row_variant {
+  CL_ROW_CACHED = 0, /* _cached: the row in registers */
+  CL_ROW_STREAM,     /* _stream: re-read from global memory for each pass */
+  CL_ROW_LOCAL,      /* _local: streamed once, the later passes from local memory */
+  CL_ROW_VARIANTS
+} cl_row_variant;
 
 /* The argument positions of M and N of the planned kernels; false for every
  * other kernel (host geometry). */
@@ -154,13 +178,17 @@ typedef struct cl_state {
   cl_kernel kernels[FPK_COUNT];         /* NULL: not built yet, or absent */
   size_t kernel_group_limit[FPK_COUNT]; /* CL_KERNEL_WORK_GROUP_SIZE, for messages */
   bool host_geometry;                   /* FUSEPORT_OPENCL_HOST_GEOMETRY: no plan_rows */
-  /* the _cached and _stream specialisations of a row kernel (common.cl,
-   * FP_ROWS_KERNELS); NULL where the family has none */
-  cl_kernel row_kernels[FPK_COUNT][2];
+  /* the specialisations of a row kernel, by cl_row_variant; NULL where the
+   * program has none */
+  cl_kernel row_kernels[FPK_COUNT][CL_ROW_VARIANTS];
   uint32_t row_vec;        /* FUSEPORT_OPENCL_ROW_VEC */
   uint32_t rows_max_group; /* FUSEPORT_OPENCL_ROWS_MAX_GROUP; 0: plan_rows' rule */
   uint32_t stream_group;   /* FUSEPORT_OPENCL_STREAM_GROUP; 0: plan_rows' rule */
   bool generic_rows;       /* FUSEPORT_OPENCL_ROW_VARIANTS=0 */
+  bool row_local;          /* FUSEPORT_OPENCL_ROW_LOCAL (default 1) */
+  /* CL_DEVICE_LOCAL_MEM_SIZE holds FP_CL_LOCAL_ROW_BYTES; where it does not,
+   * the programs are built without their _local kernels */
+  bool local_rows_fit;
 } cl_state;
 
 /* What an fp_event handle points to. */
@@ -454,7 +482,7 @@ static void release_state(cl_state *cl) {
   for (int k = 0; k < FPK_COUNT; ++k) {
     if (cl->kernels[k] != NULL)
       clReleaseKernel(cl->kernels[k]);
-    for (int v = 0; v < 2; ++v)
+    for (int v = 0; v < CL_ROW_VARIANTS; ++v)
       if (cl->row_kernels[k][v] != NULL)
         clReleaseKernel(cl->row_kernels[k][v]);
   }
@@ -603,6 +631,7 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
   const char *variants = getenv("FUSEPORT_OPENCL_ROW_VARIANTS");
   cl->generic_rows = variants != NULL && strcmp(variants, "0") == 0;
   fp_status st = FP_OK;
+  uint32_t row_local = 1;
   if (!env_u32("FUSEPORT_OPENCL_ROW_VEC", 1, 8, false, FP_CL_ROW_VEC, &cl->row_vec) ||
       !env_u32("FUSEPORT_OPENCL_ROWS_MAX_GROUP", FP_CL_MIN_TEAM, 1024, true, 0,
                &cl->rows_max_group) ||
@@ -614,12 +643,18 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
         "'%s', '%s', '%s')",
         env_or_unset("FUSEPORT_OPENCL_ROW_VEC"), env_or_unset("FUSEPORT_OPENCL_ROWS_MAX_GROUP"),
         env_or_unset("FUSEPORT_OPENCL_STREAM_GROUP"));
+  else if (!env_u32("FUSEPORT_OPENCL_ROW_LOCAL", 0, 1, false, 1, &row_local))
+    st = fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                      "FUSEPORT_OPENCL_ROW_LOCAL must be 0 or 1 (got '%s')",
+                      env_or_unset("FUSEPORT_OPENCL_ROW_LOCAL"));
+  cl->row_local = row_local != 0;
   if (st == FP_OK)
     st = query_device(ctx, cl);
   if (st != FP_OK) {
     release_state(cl);
     return st;
   }
+  cl->local_rows_fit = ctx->info.local_mem_bytes >= FP_CL_LOCAL_ROW_BYTES;
   cl_int err;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)platform, 0};
   cl->context = clCreateContext(props, 1, &device, NULL, NULL, &err);
@@ -1083,7 +1118,11 @@ static fp_status build_family_now(fp_context *ctx, cl_state *cl, fp_kernel_famil
 
   const char *extra = getenv("FUSEPORT_OPENCL_BUILD_OPTIONS");
   char options[1024];
-  snprintf(options, sizeof options, "%s -DFP_ROW_VEC=%u%s%s%s", FP_CL_BUILD_OPTIONS, cl->row_vec,
+  /* Without the local memory of a _local kernel, a device may fail the
+   * whole program's build (NVIDIA's ptxas rejects a kernel that declares
+   * more than the limit), so its programs have none. */
+  snprintf(options, sizeof options, "%s -DFP_ROW_VEC=%u%s%s%s%s", FP_CL_BUILD_OPTIONS, cl->row_vec,
+           cl->local_rows_fit ? "" : " -DFP_LOCAL_ROW_VEC=0",
            cl->nv_compiler_options ? FP_CL_NV_BUILD_OPTIONS : "",
            extra != NULL && *extra != '\0' ? " " : "", extra != NULL ? extra : "");
 
@@ -1144,18 +1183,18 @@ static fp_status build_family_now(fp_context *ctx, cl_state *cl, fp_kernel_famil
     cl->kernel_group_limit[k] = limit;
   }
   /* the specialisations of the row kernels, where the program has them */
-  static const char *const suffixes[2] = {"_cached", "_stream"};
+  static const char *const suffixes[CL_ROW_VARIANTS] = {"_cached", "_stream", "_local"};
   for (int k = 0; k < FPK_COUNT && st == FP_OK; ++k) {
     int m_arg, n_arg;
     if (fp_kernel_family_of((fp_kernel_id)k) != family || cl->kernels[k] == NULL ||
         !rows_mn_args((fp_kernel_id)k, &m_arg, &n_arg))
       continue;
-    for (int v = 0; v < 2 && st == FP_OK; ++v) {
+    for (int v = 0; v < CL_ROW_VARIANTS && st == FP_OK; ++v) {
       char vname[128];
       snprintf(vname, sizeof vname, "%s%s", fp_kernel_name((fp_kernel_id)k), suffixes[v]);
       cl_kernel kernel = clCreateKernel(program, vname, &err);
       if (err == CL_INVALID_KERNEL_NAME)
-        continue; /* none: the generic kernel serves */
+        continue; /* none: plan_rows launches _stream or the generic kernel */
       if (err != CL_SUCCESS) {
         snprintf(message, sizeof message, "clCreateKernel(%s, kernels/cl/%s.cl) failed: %s (%d)",
                  vname, fname, cl_error_string(err), (int)err);
@@ -1181,7 +1220,7 @@ static fp_status build_family_now(fp_context *ctx, cl_state *cl, fp_kernel_famil
         clReleaseKernel(cl->kernels[k]);
         cl->kernels[k] = NULL;
       }
-      for (int v = 0; v < 2; ++v) {
+      for (int v = 0; v < CL_ROW_VARIANTS; ++v) {
         if (cl->row_kernels[k][v] != NULL) {
           clReleaseKernel(cl->row_kernels[k][v]);
           cl->row_kernels[k][v] = NULL;
@@ -1289,21 +1328,37 @@ static fp_status ocl_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *co
  *     idle, and the H100's limit of 32 resident groups per SM then caps it
  *     at half its threads (docs/PERF.md);
  *   - groups: enough for every row at L / T rows per group, at most 2^20 as
- *     the host's (larger M loops inside the kernel).
+ *     the host's (larger M loops inside the kernel);
+ *   - streamed rows with one row per group (T = L) whose body fits
+ *     lcache but is not short, FP_CL_LOCAL_ROW_MIN_VEC <= N/4 <=
+ *     FP_LOCAL_ROW_VEC = 2048 vectors (rows of 6148 to 8195 floats), take
+ *     the _local kernel where the program has one (softmax, norm_chain):
+ *     the row is read from global memory once, its later passes read
+ *     local memory. The kernel checks the upper bound (fp_rows_local) and
+ *     otherwise re-reads global memory. Measured on an H100 against
+ *     _stream (FUSEPORT_OPENCL_ROW_LOCAL=0, docs/PERF.md): rows of 8192,
+ *     1024 to 16384 of them, 5-12% faster; rows of 5000 and 6000 4-8%
+ *     slower, hence the lower bound; double_softmax (exp-bound) within
+ *     +-4%, and layernorm, whose _local kernel spills under the
+ *     64-register cap, 10-20% slower, so their programs have none.
  * Measured on an H200 (docs/PERF.md): planned teams cached rows once, but
  * the generic kernels, which hold the cache and the streaming loop at
  * once, spilled under the 64-register cap and ran at 0.5-0.65 of CUDA;
  * hence the specialisations. */
 /* Replaces the host's 1-D geometry of a planned ROWS kernel (global and
  * local of dimension 0) and picks the kernel: its _cached specialisation
- * when the planned team holds the row in registers, its _stream one
- * otherwise (the generic kernel where the program has none, or with
- * FUSEPORT_OPENCL_ROW_VARIANTS=0). Leaves geometry and kernel alone for any
- * other kernel, with FUSEPORT_OPENCL_HOST_GEOMETRY, or where the arguments
- * do not look as kernels.def says (the shared layer has checked them; this
- * is defence). The rule mirrors fp_team_of of common.cl: the kernel
- * derives its team from N and L alone, so a _cached launch is only planned
- * where that team fits the row (the kernel would otherwise write nothing). */
+ * when the planned team holds the row in registers, its _local one for a
+ * streamed row that fits lcache alone in its group, its _stream one
+ * otherwise (_stream where the program has no _local, the generic kernel
+ * where it has neither, or with FUSEPORT_OPENCL_ROW_VARIANTS=0). Leaves
+ * geometry and kernel alone for any other kernel, with
+ * FUSEPORT_OPENCL_HOST_GEOMETRY, or where the arguments do not look as
+ * kernels.def says (the shared layer has checked them; this is defence).
+ * The rule mirrors fp_team_of of common.cl: the kernel derives its team
+ * from N and L alone, so a _cached launch is only planned where that team
+ * fits the row (the kernel would otherwise write nothing), a _local one
+ * only where it is the whole group (the kernel would otherwise re-read
+ * global memory). */
 static void plan_rows(const fp_context *ctx, const cl_state *cl, fp_kernel_id id,
                       const fp_ndrange *nd, const fp_karg *args, int nargs, size_t *global,
                       size_t *local, cl_kernel *kernel) {
@@ -1362,7 +1417,13 @@ static void plan_rows(const fp_context *ctx, const cl_state *cl, fp_kernel_id id
     groups = FP_CL_ROWS_MAX_GROUPS;
   *local = group;
   *global = (size_t)(groups * group);
-  cl_kernel variant = cl->row_kernels[id][cached ? 0 : 1];
+  cl_row_variant v = cached ? CL_ROW_CACHED : CL_ROW_STREAM;
+  /* the body of a row has at most N/4 vectors, whatever its alignment */
+  if (!cached && team == group && N / 4 >= FP_CL_LOCAL_ROW_MIN_VEC &&
+      N / 4 <= FP_CL_LOCAL_ROW_VEC && cl->row_local && cl->local_rows_fit &&
+      cl->row_kernels[id][CL_ROW_LOCAL] != NULL)
+    v = CL_ROW_LOCAL;
+  cl_kernel variant = cl->row_kernels[id][v];
   if (!cl->generic_rows && variant != NULL)
     *kernel = variant;
 }

@@ -194,47 +194,111 @@ static FP_INLINE int fp_row_cached(long N, fp_team tm) {
   return (N >> 2) <= (long)tm.size * FP_ROW_VEC;
 }
 
-/* ---- three kernels per row operator -------------------------------------------------
+/* ---- four kernels per row operator -------------------------------------------------
  * Each row kernel of reduce.cl is written once, as fp_<op>_rows(..., mode),
- * and compiled three times (FP_ROWS_KERNELS):
+ * and compiled four times (FP_ROWS_KERNELS):
  *   <op>_fused         mode ANY: chooses the cached or the streaming path at
  *                      run time; correct for any geometry (kernels.def's
  *                      contract, and what the host geometry launches);
  *   <op>_fused_cached  mode CACHED: only the register-cache path; a launch
  *                      whose rows do not fit returns at once (uniformly,
  *                      before any barrier) and writes nothing;
- *   <op>_fused_stream  mode STREAM: only the streaming path; any geometry.
+ *   <op>_fused_stream  mode STREAM: only the streaming path; any geometry;
+ *   <op>_fused_local   mode LOCAL: the streaming path through a row cache in
+ *                      local memory, lcache: the first pass stores the
+ *                      vectors it reads there, the later passes read them
+ *                      back instead of global memory, so a row is read from
+ *                      global memory once. Any geometry: it uses lcache
+ *                      only where fp_rows_local holds (one row per group,
+ *                      and the row fits), and otherwise re-reads global
+ *                      memory as _stream does (the same results; a launch
+ *                      that breaks the planner's rule is slower, not
+ *                      unwritten as with _cached).
  * With the mode a constant, each specialisation carries the registers of
  * one path. The generic kernel allocates for both at once: the cache array
  * and the unrolled streaming loads together spilled 100-208 bytes per
  * work-item under NVIDIA's 64-register cap (-cl-nv-verbose, H200, driver
- * 580). The backend (plan_rows) launches the specialisation its planned
- * geometry calls for. The whole kernel sits in one uniform branch of the
- * mode rather than in per-row branches, which PoCL 3.1 miscompiles with a
- * barrier inside (see reduce.cl). */
+ * 580). Likewise only _local declares lcache: its 32 KiB would cut the
+ * groups resident per compute unit of the others. The backend (plan_rows)
+ * launches the specialisation its planned geometry calls for. The whole
+ * kernel sits in one uniform branch of the mode rather than in per-row
+ * branches, which PoCL 3.1 miscompiles with a barrier inside (see
+ * reduce.cl). Only softmax and norm_chain have a _local kernel: see
+ * FP_ROWS_KERNELS_LOCAL_UNUSED for double_softmax and layernorm;
+ * softmax_backward, which holds two rows, is not written for one
+ * (FP_ROWS_KERNELS_NO_LOCAL). */
 #define FP_ROWS_ANY 0
 #define FP_ROWS_CACHED 1
 #define FP_ROWS_STREAM 2
+#define FP_ROWS_LOCAL 3
+
+/* float4 in lcache: 32 KiB, with the 2 * FP_MAX_GROUP floats of slots and
+ * partials 40 KiB per group, under the 48 KiB of local memory a kernel may
+ * declare on NVIDIA's OpenCL. Must match FP_CL_LOCAL_ROW_VEC of the backend,
+ * which plans _local only where a row fits and the device's local memory
+ * holds the group's 40 KiB, and builds with -DFP_LOCAL_ROW_VEC=0 (no _local
+ * kernels) where it does not. A smaller value passed to the build keeps the
+ * results right: longer rows then re-read global memory. */
+#ifndef FP_LOCAL_ROW_VEC
+#define FP_LOCAL_ROW_VEC 2048
+#endif
 
 static FP_INLINE int fp_rows_cached(int mode, long N, fp_team tm) {
-  return mode != FP_ROWS_STREAM && fp_row_cached(N, tm);
+  return (mode == FP_ROWS_ANY || mode == FP_ROWS_CACHED) && fp_row_cached(N, tm);
+}
+
+/* Whether a LOCAL kernel keeps its rows in lcache, indexed by the vector q
+ * of the row's body: only when the team is the whole group (T = L, one row
+ * per group: two teams would store their rows at the same q) and every
+ * row's body fits (it has at most floor(N/4) vectors). Uniform. */
+static FP_INLINE int fp_rows_local(int mode, long N, fp_team tm) {
+  return mode == FP_ROWS_LOCAL && tm.size == (int)get_local_size(0) && (N >> 2) <= FP_LOCAL_ROW_VEC;
 }
 
 /* The group's reduction slots are declared in each kernel (OpenCL 1.2
  * allows __local variables only at kernel scope), and so is the mode, as a
  * constant: `args` is the call's argument list in parentheses and names
- * slots, partials and mode last (OpenCL C 1.2 has no variadic macros, so
- * the list cannot be extended here). */
-#define FP_ROWS_KERNEL_AS(kernel, op, row_mode, params, args)                                      \
+ * slots, partials, lcache (where the operator has a _local kernel) and mode
+ * last (OpenCL C 1.2 has no variadic macros, so the list cannot be extended
+ * here). `lcache_decl` declares lcache: the array in the _local kernel
+ * (FP_ROWS_LCACHE), a null pointer, never dereferenced (fp_rows_local is
+ * constant 0 there), in the others (FP_ROWS_LCACHE_NULL), nothing for an
+ * operator without a _local kernel (FP_ROWS_LCACHE_NONE). */
+#define FP_ROWS_LCACHE __local float4 lcache[FP_LOCAL_ROW_VEC]
+#define FP_ROWS_LCACHE_NULL __local float4 *const lcache = 0
+#define FP_ROWS_LCACHE_NONE
+#define FP_ROWS_KERNEL_AS(kernel, op, row_mode, lcache_decl, params, args)                         \
   __kernel void kernel params {                                                                    \
     __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];                                     \
+    lcache_decl;                                                                                   \
     const int mode = row_mode;                                                                     \
     fp_##op##_rows args;                                                                           \
   }
+#if FP_LOCAL_ROW_VEC > 0
+#define FP_ROWS_KERNEL_LOCAL(op, params, args)                                                     \
+  FP_ROWS_KERNEL_AS(op##_fused_local, op, FP_ROWS_LOCAL, FP_ROWS_LCACHE, params, args)
+#else /* no _local kernels: the backend launches _stream */
+#define FP_ROWS_KERNEL_LOCAL(op, params, args)
+#endif
 #define FP_ROWS_KERNELS(op, params, args)                                                          \
-  FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, params, args)                                     \
-  FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, params, args)                           \
-  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, params, args)
+  FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, FP_ROWS_LCACHE_NULL, params, args)                \
+  FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, FP_ROWS_LCACHE_NULL, params, args)      \
+  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, FP_ROWS_LCACHE_NULL, params, args)      \
+  FP_ROWS_KERNEL_LOCAL(op, params, args)
+/* double_softmax and layernorm: written for lcache, built without their
+ * _local kernels. Timed on an H100 against _stream (2026-11-23,
+ * docs/PERF.md), layernorm's _local, which spills 20 bytes under NVIDIA's
+ * 64-register cap, ran 10-20% slower, double_softmax's, bound by its
+ * exponentials, within +-4%. Replace the macro with FP_ROWS_KERNELS to
+ * build them again. */
+#define FP_ROWS_KERNELS_LOCAL_UNUSED(op, params, args)                                             \
+  FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, FP_ROWS_LCACHE_NULL, params, args)                \
+  FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, FP_ROWS_LCACHE_NULL, params, args)      \
+  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, FP_ROWS_LCACHE_NULL, params, args)
+#define FP_ROWS_KERNELS_NO_LOCAL(op, params, args)                                                 \
+  FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, FP_ROWS_LCACHE_NONE, params, args)                \
+  FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, FP_ROWS_LCACHE_NONE, params, args)      \
+  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, FP_ROWS_LCACHE_NONE, params, args)
 
 /* Team reductions: fp_group_reduce's two-barrier scheme, each team over its
  * own slots; slots[] and partials[] hold FP_MAX_GROUP floats (a team's

@@ -20,7 +20,14 @@
  *    and softmax_backward, which therefore streamed for most N >= 1024).
  *  - streaming: longer rows (T = L) are re-read from global memory for each
  *    pass; softmax uses the online (running max, rescaled sum) form so that
- *    max and sum come from a single pass: read, read, write.
+ *    max and sum come from a single pass: read, read, write. The _local
+ *    kernels (common.cl) read a row of up to FP_LOCAL_ROW_VEC vectors once:
+ *    the first pass also stores each vector it loads in lcache (local
+ *    memory), the later passes read it from there. Only softmax and
+ *    norm_chain have one: double_softmax and layernorm are written for
+ *    lcache too, but their _local kernels measured slower on an H100
+ *    (FP_ROWS_KERNELS_LOCAL_UNUSED, common.cl); softmax_backward would
+ *    need two rows' worth.
  * Streaming loops issue FP_STREAM_UNROLL 16-byte loads (common.cl) before
  * any store: a compiler may not move a load above a store to a buffer that
  * might alias it (out may be x), so a plain load-compute-store loop keeps a
@@ -107,10 +114,33 @@ static FP_INLINE float4 fp_load4(__global const float *base, long q, int aligned
  * terms onto one float accumulator, whose rounding error grows with the
  * count (measured on PoCL: 2.5e-5 relative on a double softmax of 262144 with
  * L = 32, 6e-7 blocked); blocking keeps it near the CPU's pairwise sums. The
- * head and tail scalars go straight to the total. */
+ * head and tail scalars go straight to the total.
+ *
+ * The local row cache (mode LOCAL, fp_rows_local): the first pass over a
+ * row stores each vector q it loads from global memory in lc[q] (`keep`),
+ * the later passes and the output read lc[q] instead (`from_lc`), in the
+ * same loops, so that the sums come out in the same order, bit for bit
+ * those of _stream. The head and tail scalars still come from global
+ * memory. No barrier guards lc: a work-item reads back only the vectors it
+ * stored itself (q = lane, lane+T, ... of the same T), and the group's next
+ * row (a grid of fewer groups than rows) overwrites each vector by the same
+ * work-item, after it has read it for this row. That holds because
+ * fp_rows_local requires the team to be the whole group: two teams would
+ * store their rows at the same q. The functions are inlined so that in the
+ * other specialisations, whose `keep` and `from_lc` are the constant 0, the
+ * branches fold away. */
 
-/* Online statistics (m, s) of the work-item's share of the row x. */
-static void fp_online_row(__global const float *xr, fp_rowpart p, fp_team tm, float *m, float *s) {
+/* Vector q of the row's body: from lc where the first pass stored it, else
+ * from global memory. */
+static FP_INLINE float4 fp_body_at(__global const float4 *body, __local const float4 *lc,
+                                   int from_lc, long q) {
+  return from_lc ? lc[q] : body[q];
+}
+
+/* Online statistics (m, s) of the work-item's share of the row x; stores
+ * its vectors in lc if `keep`. */
+static FP_INLINE void fp_online_row(__global const float *xr, fp_rowpart p, fp_team tm, float *m,
+                                    float *s, __local float4 *lc, int keep) {
   const long T = tm.size;
   __global const float4 *body = fp_body(xr, p);
   if (p.mine_head)
@@ -127,19 +157,25 @@ static void fp_online_row(__global const float *xr, fp_rowpart p, fp_team tm, fl
       for (int u = 0; u < FP_STREAM_UNROLL; ++u)
         v[u] = body[q + u * T];
 #pragma unroll
-      for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+      for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
+        if (keep)
+          lc[q + u * T] = v[u];
         fp_online_add4(v[u], &cm, &cs);
+      }
     }
     for (; q < end; q += T) {
       const float4 a = body[q];
+      if (keep)
+        lc[q] = a;
       fp_online_add4(a, &cm, &cs);
     }
     fp_online_merge(m, s, cm, cs);
   }
 }
 
-/* The work-item's share of sum_j x[j]. */
-static float fp_stream_sum(__global const float *xr, fp_rowpart p, fp_team tm) {
+/* The work-item's share of sum_j x[j]; stores its vectors in lc if `keep`. */
+static FP_INLINE float fp_stream_sum(__global const float *xr, fp_rowpart p, fp_team tm,
+                                     __local float4 *lc, int keep) {
   const long T = tm.size;
   __global const float4 *body = fp_body(xr, p);
   float total = 0.0f;
@@ -157,20 +193,29 @@ static float fp_stream_sum(__global const float *xr, fp_rowpart p, fp_team tm) {
       for (int u = 0; u < FP_STREAM_UNROLL; ++u)
         v[u] = body[q + u * T];
 #pragma unroll
-      for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+      for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
+        if (keep)
+          lc[q + u * T] = v[u];
         acc[u & 1] += v[u];
+      }
     }
-    for (; q < end; q += T)
-      acc[0] += body[q];
+    for (; q < end; q += T) {
+      const float4 a = body[q];
+      if (keep)
+        lc[q] = a;
+      acc[0] += a;
+    }
     total += fp_hsum4(acc[0] + acc[1]);
   }
   return total;
 }
 
 /* The work-item's share of sum_j exp(y[j] - m2), y = exp(x - m1) * inv1:
- * the second softmax's sum, y recomputed rather than stored and reread. */
-static float fp_stream_second_exp_sum(__global const float *xr, fp_rowpart p, fp_team tm, float m1,
-                                      float inv1, float m2) {
+ * the second softmax's sum, y recomputed rather than stored and reread; the
+ * vectors of x from lc if `from_lc`. */
+static FP_INLINE float fp_stream_second_exp_sum(__global const float *xr, fp_rowpart p, fp_team tm,
+                                                float m1, float inv1, float m2,
+                                                __local const float4 *lc, int from_lc) {
   const long T = tm.size;
   __global const float4 *body = fp_body(xr, p);
   float total = 0.0f;
@@ -186,21 +231,23 @@ static float fp_stream_second_exp_sum(__global const float *xr, fp_rowpart p, fp
       float4 v[FP_STREAM_UNROLL];
 #pragma unroll
       for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-        v[u] = body[q + u * T];
+        v[u] = fp_body_at(body, lc, from_lc, q + u * T);
 #pragma unroll
       for (int u = 0; u < FP_STREAM_UNROLL; ++u)
         acc[u & 1] += exp(exp(v[u] - m1) * inv1 - m2);
     }
     for (; q < end; q += T)
-      acc[0] += exp(exp(body[q] - m1) * inv1 - m2);
+      acc[0] += exp(exp(fp_body_at(body, lc, from_lc, q) - m1) * inv1 - m2);
     total += fp_hsum4(acc[0] + acc[1]);
   }
   return total;
 }
 
-/* The work-item's share of sum_j (x[j] - mean)^2. */
-static float fp_stream_centred_squares(__global const float *xr, fp_rowpart p, fp_team tm,
-                                       float mean) {
+/* The work-item's share of sum_j (x[j] - mean)^2; the vectors of x from lc
+ * if `from_lc`. */
+static FP_INLINE float fp_stream_centred_squares(__global const float *xr, fp_rowpart p, fp_team tm,
+                                                 float mean, __local const float4 *lc,
+                                                 int from_lc) {
   const long T = tm.size;
   __global const float4 *body = fp_body(xr, p);
   float total = 0.0f;
@@ -220,13 +267,13 @@ static float fp_stream_centred_squares(__global const float *xr, fp_rowpart p, f
       float4 d[FP_STREAM_UNROLL];
 #pragma unroll
       for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-        d[u] = body[q + u * T] - mean;
+        d[u] = fp_body_at(body, lc, from_lc, q + u * T) - mean;
 #pragma unroll
       for (int u = 0; u < FP_STREAM_UNROLL; ++u)
         acc[u & 1] += d[u] * d[u];
     }
     for (; q < end; q += T) {
-      const float4 d = body[q] - mean;
+      const float4 d = fp_body_at(body, lc, from_lc, q) - mean;
       acc[0] += d * d;
     }
     total += fp_hsum4(acc[0] + acc[1]);
@@ -384,21 +431,21 @@ static FP_INLINE void fp_rc_scale(fp_rowcache *c, float s, fp_rowpart p) {
 
 /* The statistics of the row's softmax, reached by the whole group: its
  * maximum and 1 / sum(exp(v - max)), over the values v the cache holds
- * (cached) or that fp_online_row reads from xr. The cache then holds
- * exp(v - max). The row maximum comes from a max-reduction; the cached path
- * then takes exp(v - max) once per element, the streaming path rescales its
- * online sum to that maximum (one exp per work-item), and a sum-reduction
- * follows: two cheap reductions rather than one over (max, sum) pairs, whose
- * merges cost two exp each. */
+ * (cached) or that fp_online_row reads from xr (and stores in lc if
+ * use_lc). The cache then holds exp(v - max). The row maximum comes from a
+ * max-reduction; the cached path then takes exp(v - max) once per element,
+ * the streaming path rescales its online sum to that maximum (one exp per
+ * work-item), and a sum-reduction follows: two cheap reductions rather than
+ * one over (max, sum) pairs, whose merges cost two exp each. */
 static FP_INLINE void fp_softmax_stats(fp_rowcache *c, int cached, int active,
                                        __global const float *xr, fp_rowpart p, fp_team tm,
-                                       __local float *slots, __local float *partials,
-                                       float *row_max, float *inv) {
+                                       __local float4 *lc, int use_lc, __local float *slots,
+                                       __local float *partials, float *row_max, float *inv) {
   float m = -INFINITY, s = 0.0f;
   if (cached)
     m = fp_rc_max(c, p);
   else if (active)
-    fp_online_row(xr, p, tm, &m, &s);
+    fp_online_row(xr, p, tm, &m, &s, lc, use_lc);
   *row_max = fp_team_max(m, tm, slots, partials);
   if (cached) {
     fp_rc_exp_shift(c, *row_max, p);
@@ -412,9 +459,10 @@ static FP_INLINE void fp_softmax_stats(fp_rowcache *c, int cached, int active,
 /* exp(x - max) * (1 / sum), the CPU's order of operations. */
 static FP_INLINE void fp_softmax_rows(__global float *out, __global const float *x, long M, long N,
                                       __local float *slots, __local float *partials,
-                                      const int mode) {
+                                      __local float4 *lcache, const int mode) {
   const fp_team tm = fp_team_of(N);
   const int cached = fp_rows_cached(mode, N, tm);
+  const int use_lc = fp_rows_local(mode, N, tm);
   if (mode == FP_ROWS_CACHED && !cached)
     return; /* the planner broke its rule: outputs stay unwritten, tests see it */
   const long T = tm.size;
@@ -428,7 +476,8 @@ static FP_INLINE void fp_softmax_rows(__global float *out, __global const float 
     if (cached)
       fp_rc_load(&c, xr, p, tm);
     float row_max, inv;
-    fp_softmax_stats(&c, cached, active, xr, p, tm, slots, partials, &row_max, &inv);
+    fp_softmax_stats(&c, cached, active, xr, p, tm, lcache, use_lc, slots, partials, &row_max,
+                     &inv);
     if (cached) {
       fp_rc_scale(&c, inv, p);
       fp_rc_store(yr, &c, p, tm);
@@ -444,29 +493,31 @@ static FP_INLINE void fp_softmax_rows(__global float *out, __global const float 
         float4 v[FP_STREAM_UNROLL];
 #pragma unroll
         for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-          v[u] = xb[q + u * T];
+          v[u] = fp_body_at(xb, lcache, use_lc, q + u * T);
 #pragma unroll
         for (int u = 0; u < FP_STREAM_UNROLL; ++u)
           yb[q + u * T] = exp(v[u] - row_max) * inv;
       }
       for (; q < p.nvec; q += T)
-        yb[q] = exp(xb[q] - row_max) * inv;
+        yb[q] = exp(fp_body_at(xb, lcache, use_lc, q) - row_max) * inv;
     }
   }
 }
 FP_ROWS_KERNELS(softmax, (__global float *out, __global const float *x, long M, long N),
-                (out, x, M, N, slots, partials, mode))
+                (out, x, M, N, slots, partials, lcache, mode))
 
 /* ---- double_softmax_fused ------------------------------------------------------------------- */
 
 /* softmax(softmax(x)), each softmax as in softmax_fused. Streaming: pass 1
  * gives the statistics of x, pass 2 those of y = softmax(x) recomputed on the
- * fly, pass 3 writes softmax(y): three reads, one write. */
+ * fly, pass 3 writes softmax(y): three reads, one write (local: passes 2
+ * and 3 read lcache, one read of global memory). */
 static FP_INLINE void fp_double_softmax_rows(__global float *out, __global const float *x, long M,
                                              long N, __local float *slots, __local float *partials,
-                                             const int mode) {
+                                             __local float4 *lcache, const int mode) {
   const fp_team tm = fp_team_of(N);
   const int cached = fp_rows_cached(mode, N, tm);
+  const int use_lc = fp_rows_local(mode, N, tm);
   if (mode == FP_ROWS_CACHED && !cached)
     return; /* the planner broke its rule: outputs stay unwritten, tests see it */
   const long T = tm.size;
@@ -480,7 +531,7 @@ static FP_INLINE void fp_double_softmax_rows(__global float *out, __global const
     if (cached)
       fp_rc_load(&c, xr, p, tm);
     float max1, inv1;
-    fp_softmax_stats(&c, cached, active, xr, p, tm, slots, partials, &max1, &inv1);
+    fp_softmax_stats(&c, cached, active, xr, p, tm, lcache, use_lc, slots, partials, &max1, &inv1);
     /* y = softmax(x) has the maximum exp(0) * inv1 = inv1 exactly, so the
      * second softmax is shifted by it without a max-reduction (any shift
      * gives the same softmax; y - inv1 <= 0 keeps exp in range). A row
@@ -492,7 +543,7 @@ static FP_INLINE void fp_double_softmax_rows(__global float *out, __global const
       fp_rc_exp_shift(&c, max2, p);
       s2 = fp_rc_sum(&c, p);
     } else if (active) {
-      s2 = fp_stream_second_exp_sum(xr, p, tm, max1, inv1, max2);
+      s2 = fp_stream_second_exp_sum(xr, p, tm, max1, inv1, max2, lcache, use_lc);
     }
     const float inv2 = 1.0f / fp_team_sum(s2, tm, slots, partials);
     if (cached) {
@@ -510,18 +561,19 @@ static FP_INLINE void fp_double_softmax_rows(__global float *out, __global const
         float4 v[FP_STREAM_UNROLL];
 #pragma unroll
         for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-          v[u] = xb[q + u * T];
+          v[u] = fp_body_at(xb, lcache, use_lc, q + u * T);
 #pragma unroll
         for (int u = 0; u < FP_STREAM_UNROLL; ++u)
           yb[q + u * T] = exp(exp(v[u] - max1) * inv1 - max2) * inv2;
       }
       for (; q < p.nvec; q += T)
-        yb[q] = exp(exp(xb[q] - max1) * inv1 - max2) * inv2;
+        yb[q] = exp(exp(fp_body_at(xb, lcache, use_lc, q) - max1) * inv1 - max2) * inv2;
     }
   }
 }
-FP_ROWS_KERNELS(double_softmax, (__global float *out, __global const float *x, long M, long N),
-                (out, x, M, N, slots, partials, mode))
+FP_ROWS_KERNELS_LOCAL_UNUSED(double_softmax,
+                             (__global float *out, __global const float *x, long M, long N),
+                             (out, x, M, N, slots, partials, lcache, mode))
 
 /* ---- softmax_backward_fused ---------------------------------------------------------------- */
 
@@ -601,10 +653,10 @@ static FP_INLINE void fp_softmax_backward_rows(__global float *grad_in,
     }
   }
 }
-FP_ROWS_KERNELS(softmax_backward,
-                (__global float *grad_in, __global const float *grad_out, __global const float *y,
-                 long M, long N),
-                (grad_in, grad_out, y, M, N, slots, partials, mode))
+FP_ROWS_KERNELS_NO_LOCAL(softmax_backward,
+                         (__global float *grad_in, __global const float *grad_out,
+                          __global const float *y, long M, long N),
+                         (grad_in, grad_out, y, M, N, slots, partials, mode))
 
 /* ---- layernorm_fused ------------------------------------------------------------------------ */
 
@@ -612,14 +664,16 @@ FP_ROWS_KERNELS(softmax_backward,
  * does not cancel as E[x^2] - mean^2 would); rstd = 1/sqrt(var + eps);
  * out = (x - mean) * rstd * w + b. Cached: FP_ROW_VEC vectors per
  * work-item, w and b read at the output step (they stay in L1/L2 across
- * rows); streaming: three reads of x. */
+ * rows); streaming: three reads of x, or one through lcache (local). */
 static FP_INLINE void fp_layernorm_rows(__global float *out, __global float *mean_out,
                                         __global float *rstd_out, __global const float *x,
                                         __global const float *w, __global const float *b, long M,
                                         long N, float eps, __local float *slots,
-                                        __local float *partials, const int mode) {
+                                        __local float *partials, __local float4 *lcache,
+                                        const int mode) {
   const fp_team tm = fp_team_of(N);
   const int cached = fp_rows_cached(mode, N, tm);
+  const int use_lc = fp_rows_local(mode, N, tm);
   if (mode == FP_ROWS_CACHED && !cached)
     return; /* the planner broke its rule: outputs stay unwritten, tests see it */
   const long T = tm.size;
@@ -638,7 +692,7 @@ static FP_INLINE void fp_layernorm_rows(__global float *out, __global float *mea
       fp_rc_load(&c, xr, p, tm);
       part = fp_rc_sum(&c, p);
     } else if (active) {
-      part = fp_stream_sum(xr, p, tm);
+      part = fp_stream_sum(xr, p, tm, lcache, use_lc);
     }
     const float mean = fp_team_sum(part, tm, slots, partials) / (float)N;
     float sq = 0.0f;
@@ -659,7 +713,7 @@ static FP_INLINE void fp_layernorm_rows(__global float *out, __global float *mea
       if (p.mine_tail)
         sq += c.t * c.t;
     } else if (active) {
-      sq = fp_stream_centred_squares(xr, p, tm, mean);
+      sq = fp_stream_centred_squares(xr, p, tm, mean, lcache, use_lc);
     }
     const float var = fp_team_sum(sq, tm, slots, partials) / (float)N;
     const float rstd = 1.0f / sqrt(var + eps);
@@ -687,14 +741,16 @@ static FP_INLINE void fp_layernorm_rows(__global float *out, __global float *mea
       }
       long q = tm.lane;
       for (; q + T < p.nvec; q += 2 * T) {
-        const float4 x0 = xb[q], x1 = xb[q + T];
+        const float4 x0 = fp_body_at(xb, lcache, use_lc, q);
+        const float4 x1 = fp_body_at(xb, lcache, use_lc, q + T);
         const float4 w0 = fp_load4(wh, q, waligned), w1 = fp_load4(wh, q + T, waligned);
         const float4 b0 = fp_load4(bh, q, waligned), b1 = fp_load4(bh, q + T, waligned);
         yb[q] = (x0 - mean) * rstd * w0 + b0;
         yb[q + T] = (x1 - mean) * rstd * w1 + b1;
       }
       for (; q < p.nvec; q += T)
-        yb[q] = (xb[q] - mean) * rstd * fp_load4(wh, q, waligned) + fp_load4(bh, q, waligned);
+        yb[q] = (fp_body_at(xb, lcache, use_lc, q) - mean) * rstd * fp_load4(wh, q, waligned) +
+                fp_load4(bh, q, waligned);
     }
     if (active && tm.lane == 0) {
       mean_out[row] = mean;
@@ -702,22 +758,25 @@ static FP_INLINE void fp_layernorm_rows(__global float *out, __global float *mea
     }
   }
 }
-FP_ROWS_KERNELS(layernorm,
-                (__global float *out, __global float *mean_out, __global float *rstd_out,
-                 __global const float *x, __global const float *w, __global const float *b, long M,
-                 long N, float eps),
-                (out, mean_out, rstd_out, x, w, b, M, N, eps, slots, partials, mode))
+FP_ROWS_KERNELS_LOCAL_UNUSED(layernorm,
+                             (__global float *out, __global float *mean_out,
+                              __global float *rstd_out, __global const float *x,
+                              __global const float *w, __global const float *b, long M, long N,
+                              float eps),
+                             (out, mean_out, rstd_out, x, w, b, M, N, eps, slots, partials, lcache,
+                              mode))
 
 /* ---- norm_chain_fused -------------------------------------------------------------------- */
 
 /* Three times: s = sum_j(row); row *= s. Streaming: the intermediate rows are
- * recomputed from x, never stored: four reads and one write instead of three
- * reads and three writes. */
+ * recomputed from x, never stored: two reads (see below; one through
+ * lcache, use_lc) and one write instead of three reads and three writes. */
 static FP_INLINE void fp_norm_chain_rows(__global float *out, __global const float *x, long M,
                                          long N, __local float *slots, __local float *partials,
-                                         const int mode) {
+                                         __local float4 *lcache, const int mode) {
   const fp_team tm = fp_team_of(N);
   const int cached = fp_rows_cached(mode, N, tm);
+  const int use_lc = fp_rows_local(mode, N, tm);
   if (mode == FP_ROWS_CACHED && !cached)
     return; /* the planner broke its rule: outputs stay unwritten, tests see it */
   const long T = tm.size;
@@ -745,7 +804,7 @@ static FP_INLINE void fp_norm_chain_rows(__global float *out, __global const flo
       if (cached)
         part = fp_rc_sum(&c, p);
       else if (active && step == 0)
-        part = fp_stream_sum(xr, p, tm);
+        part = fp_stream_sum(xr, p, tm, lcache, use_lc);
       s[step] = fp_team_sum(part, tm, slots, partials);
       if (cached)
         fp_rc_scale(&c, s[step], p);
@@ -765,15 +824,15 @@ static FP_INLINE void fp_norm_chain_rows(__global float *out, __global const flo
         float4 v[FP_STREAM_UNROLL];
 #pragma unroll
         for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-          v[u] = xb[q + u * T];
+          v[u] = fp_body_at(xb, lcache, use_lc, q + u * T);
 #pragma unroll
         for (int u = 0; u < FP_STREAM_UNROLL; ++u)
           yb[q + u * T] = ((v[u] * s1) * s2) * s3;
       }
       for (; q < p.nvec; q += T)
-        yb[q] = ((xb[q] * s1) * s2) * s3;
+        yb[q] = ((fp_body_at(xb, lcache, use_lc, q) * s1) * s2) * s3;
     }
   }
 }
 FP_ROWS_KERNELS(norm_chain, (__global float *out, __global const float *x, long M, long N),
-                (out, x, M, N, slots, partials, mode))
+                (out, x, M, N, slots, partials, lcache, mode))
