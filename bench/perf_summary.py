@@ -4,6 +4,8 @@
     python3 bench/perf_summary.py docs/results/cuda.json docs/results/opencl.json \
         docs/results/torch.json
 
+(`-` in place of the OpenCL file: a run without one.)
+
 Prints markdown: for each op, the fused CUDA kernel's fraction of the copy
 bandwidth on cells moving >= 64 MiB (min, median), its geometric-mean speed-up
 over torch.compile and eager (whole grid, and cells >= 64 MiB where launch and
@@ -39,11 +41,14 @@ def ok(c):
 
 def main(cuda_path, opencl_path, torch_path):
     dc, cu = load(cuda_path)
-    do, ocl = load(opencl_path)
+    # "-": no OpenCL run (the OpenCL column shows "-")
+    do, ocl = load(opencl_path) if opencl_path != "-" else (None, {})
     dt, th = load(torch_path)
     print(f"- CUDA run: {dc['meta']['device']}, {dc['meta']['date']}, commit {dc['meta']['git_commit']}, "
           f"copy {dc['meta']['copy_gbps']:.0f} GB/s")
-    print(f"- OpenCL run: {do['meta']['platform']}, {do['meta']['date']}, copy {do['meta']['copy_gbps']:.0f} GB/s")
+    if do is not None:
+        print(f"- OpenCL run: {do['meta']['platform']}, {do['meta']['date']}, "
+              f"copy {do['meta']['copy_gbps']:.0f} GB/s")
     print(f"- PyTorch run: {dt['meta']['platform']}, {dt['meta']['date']}, copy {dt['meta']['copy_gbps']:.0f} GB/s")
     print()
     print("| op | bw_frac >=64 MiB min / median | vs compile: grid / >=64 MiB | worst vs compile (dim0 x dim1) "
@@ -70,7 +75,7 @@ def main(cuda_path, opencl_path, torch_path):
             return f"{gmean([r for r, _, _ in p]):.2f} / {gmean([r for r, _, b in p if b >= BIG]):.2f}"
         print(f"| {op} | {fr[0]:.2f} / {fr[len(fr) // 2]:.2f} | {pair(comp)} | {worst[0]:.2f} "
               f"({worst[1][0]} x {worst[1][1]}) | {below} | {pair(vs['eager'])} | "
-              f"{min(oc):.2f} / {gmean(oc):.2f} | {gmean(rel):.2f} |")
+              f"{f'{min(oc):.2f} / {gmean(oc):.2f}' if oc else '-'} | {gmean(rel):.2f} |")
 
     copy_bps = dc["meta"]["copy_gbps"] * 1e9
     floor_us = min(c["median_us"] for (o, v, s), c in cu.items() if v == "fused" and ok(c))
