@@ -128,8 +128,23 @@ __device__ __forceinline__ void strided_unrolled(long long begin, long long end,
     for (int u = 0; u < U; ++u)
       use(i + u * step, items[u]);
   }
-  for (; i < end; i += step)
-    use(i, load(i));
+  if constexpr (U > 1) {
+    /* the last round, fewer than U items: the same loads first, predicated */
+    if (i < end) {
+      Item items[U - 1];
+#pragma unroll
+      for (int u = 0; u < U - 1; ++u)
+        if (i + u * step < end)
+          items[u] = load(i + u * step);
+#pragma unroll
+      for (int u = 0; u < U - 1; ++u)
+        if (i + u * step < end)
+          use(i + u * step, items[u]);
+    }
+  } else {
+    for (; i < end; i += step)
+      use(i, load(i));
+  }
 }
 
 /* ELEM over n contiguous elements: float4 items (vec: every pointer 16-byte
@@ -156,10 +171,18 @@ struct RowColCursor {
   long long cols;
   __device__ __forceinline__ RowColCursor(long long start, long long step, long long n_cols) {
     cols = n_cols;
-    i = start / cols;
+    i = quotient(start, cols);
     j = start - i * cols;
-    di = step / cols;
+    di = quotient(step, cols);
     dj = step - di * cols;
+  }
+  /* a / b for a >= 0, b > 0: a 32-bit division when both fit, as they do
+   * below 2^32 elements (a 64-bit one is a long subroutine, and every
+   * thread of an ELEM kernel divides twice before its first load) */
+  static __device__ __forceinline__ long long quotient(long long a, long long b) {
+    if ((((unsigned long long)a | (unsigned long long)b) >> 32) == 0)
+      return (long long)((unsigned)a / (unsigned)b);
+    return a / b;
   }
   __device__ __forceinline__ void advance() {
     i += di;
