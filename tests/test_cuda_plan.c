@@ -323,7 +323,11 @@ static void test_elem_policy_from_env(void **state) {
   assert_true(fp_elem_grid_policy_from_env("waves:8", &p));
   assert_int_equal(p.kind, FP_ELEM_GRID_WAVES);
   assert_int_equal(p.blocks_per_sm, 8);
-  const char *bad[] = {"waves:", "waves:0", "waves:65", "waves:8x", "wave:8", "Full", "8"};
+  assert_true(fp_elem_grid_policy_from_env("items:4", &p));
+  assert_int_equal(p.kind, FP_ELEM_GRID_FULL);
+  assert_int_equal(p.vectors_per_thread, 4);
+  const char *bad[] = {"waves:", "waves:0", "waves:65", "waves:8x", "wave:8",   "Full",
+                       "8",      "items:",  "items:0",  "items:65", "items:2 ", "item:2"};
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; ++k) {
     assert_false(fp_elem_grid_policy_from_env(bad[k], &p));
     assert_int_equal(p.kind, FP_ELEM_GRID_TUNED);
@@ -346,8 +350,8 @@ static void test_elem_grids(void **state) {
                            (int64_t)1 << 24,
                            (int64_t)1 << 32,
                            (int64_t)1 << 44};
-  fp_elem_grid_policy host = {FP_ELEM_GRID_HOST, 0}, full = {FP_ELEM_GRID_FULL, 0};
-  fp_elem_grid_policy tuned = {FP_ELEM_GRID_TUNED, 0}, waves8 = {FP_ELEM_GRID_WAVES, 8};
+  fp_elem_grid_policy host = {FP_ELEM_GRID_HOST, 0, 0}, full = {FP_ELEM_GRID_FULL, 0, 0};
+  fp_elem_grid_policy tuned = {FP_ELEM_GRID_TUNED, 0, 0}, waves8 = {FP_ELEM_GRID_WAVES, 8, 0};
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; ++k) {
     const int64_t n = sizes[k];
     const int64_t wanted = (n + block - 1) / block;
@@ -356,7 +360,7 @@ static void test_elem_grids(void **state) {
       assert_int_equal(fp_cuda_plan_elem(host, n, three, host_groups, block, H100_SMS, max_grid),
                        host_groups);
       for (int waves = 1; waves <= 64; waves *= 2) {
-        fp_elem_grid_policy w = {FP_ELEM_GRID_WAVES, waves};
+        fp_elem_grid_policy w = {FP_ELEM_GRID_WAVES, waves, 0};
         const uint32_t g = fp_cuda_plan_elem(w, n, three, host_groups, block, H100_SMS, max_grid);
         assert_true(g >= 1 && g <= host_groups && g <= (uint32_t)(waves * H100_SMS));
       }
@@ -366,6 +370,17 @@ static void test_elem_grids(void **state) {
         assert_true((int64_t)g * block * 8 >= n && ((int64_t)g - 1) * block * 8 < n);
       assert_int_equal(fp_cuda_plan_elem(full, n, three, host_groups, block, H100_SMS, 1000),
                        g < 1000 ? g : 1000);
+      /* items:K covers every element with K float4 per thread; items:2 is full */
+      for (int items = 1; items <= 64; items *= 2) {
+        const fp_elem_grid_policy ik = {FP_ELEM_GRID_FULL, 0, items};
+        const uint32_t gk = fp_cuda_plan_elem(ik, n, three, host_groups, block, H100_SMS, max_grid);
+        const int64_t per_block = 4 * (int64_t)items * block;
+        assert_true(gk >= 1 && gk <= max_grid);
+        if (gk < max_grid)
+          assert_true((int64_t)gk * per_block >= n && ((int64_t)gk - 1) * per_block < n);
+        if (items == 2)
+          assert_int_equal(gk, g);
+      }
       /* tuned: waves:8 up to 2^23 elements, full for three streams from
        * 2^24, the host's grid otherwise */
       const fp_elem_grid_policy expect = n <= ((int64_t)1 << 23)            ? waves8

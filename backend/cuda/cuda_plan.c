@@ -165,6 +165,7 @@ fp_rows_policy fp_rows_policy_from_env(const char *value, bool *unknown) {
 bool fp_elem_grid_policy_from_env(const char *value, fp_elem_grid_policy *policy) {
   policy->kind = FP_ELEM_GRID_TUNED;
   policy->blocks_per_sm = 0;
+  policy->vectors_per_thread = 0;
   if (value == NULL || value[0] == '\0' || strcmp(value, "tuned") == 0)
     return true;
   if (strcmp(value, "host") == 0) {
@@ -175,12 +176,16 @@ bool fp_elem_grid_policy_from_env(const char *value, fp_elem_grid_policy *policy
     policy->kind = FP_ELEM_GRID_FULL;
     return true;
   }
-  if (strncmp(value, "waves:", 6) == 0) {
+  const bool waves = strncmp(value, "waves:", 6) == 0, items = strncmp(value, "items:", 6) == 0;
+  if (waves || items) {
     char *end = NULL;
     const long k = strtol(value + 6, &end, 10);
     if (end != value + 6 && *end == '\0' && k >= 1 && k <= 64) {
-      policy->kind = FP_ELEM_GRID_WAVES;
-      policy->blocks_per_sm = (int)k;
+      policy->kind = waves ? FP_ELEM_GRID_WAVES : FP_ELEM_GRID_FULL;
+      if (waves)
+        policy->blocks_per_sm = (int)k;
+      else
+        policy->vectors_per_thread = (int)k;
       return true;
     }
   }
@@ -215,7 +220,8 @@ uint32_t fp_cuda_plan_elem(fp_elem_grid_policy policy, int64_t n, bool three_str
     const int64_t cap = (int64_t)sm_count * policy.blocks_per_sm;
     grid = grid < cap ? grid : cap;
   } else if (policy.kind == FP_ELEM_GRID_FULL && block > 0 && n > 0) {
-    const int64_t per_block = 8 * (int64_t)block; /* two float4 per thread */
+    const int64_t vectors = policy.vectors_per_thread > 0 ? policy.vectors_per_thread : 2;
+    const int64_t per_block = 4 * vectors * (int64_t)block; /* `vectors` float4 per thread */
     grid = (n + per_block - 1) / per_block;
   }
   if (grid > (int64_t)max_grid)

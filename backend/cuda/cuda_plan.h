@@ -101,7 +101,10 @@ fp_rows_policy fp_rows_policy_from_env(const char *value, bool *unknown);
  *   host     the host's grid;
  *   waves:K  at most K blocks per SM (1 <= K <= 64): fewer, longer blocks;
  *   full     one block per 8 * block elements: every thread does two float4
- *            and leaves, no grid-stride loop (Inductor's pointwise shape). */
+ *            and leaves, no grid-stride loop (Inductor's pointwise shape);
+ *   items:K  one block per 4 * K * block elements (1 <= K <= 64): K float4
+ *            per thread, all K in flight where K <= the kernel's unroll;
+ *            full is items:2. */
 typedef enum fp_elem_grid_kind {
   FP_ELEM_GRID_TUNED = 0,
   FP_ELEM_GRID_HOST = 1,
@@ -111,7 +114,8 @@ typedef enum fp_elem_grid_kind {
 
 typedef struct fp_elem_grid_policy {
   fp_elem_grid_kind kind;
-  int blocks_per_sm; /* FP_ELEM_GRID_WAVES only */
+  int blocks_per_sm;      /* FP_ELEM_GRID_WAVES only */
+  int vectors_per_thread; /* FP_ELEM_GRID_FULL only; 0 means 2 */
 } fp_elem_grid_policy;
 
 /* Parses FUSEPORT_CUDA_ELEM_GRID (NULL or empty: tuned). Returns false, and
