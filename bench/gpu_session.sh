@@ -5,7 +5,7 @@
 #   bash bench/gpu_session.sh STAGE... 
 #
 # Stages: tests check sanitize rows clrows elem rowcap hreduce rowstage clab cllocal
-#         clcap variants bench-cuda bench-opencl torch
+#         clcap variants small bench-cuda bench-opencl torch
 #   rows: the warp and cluster builds of the CUDA row kernels
 #         (FUSEPORT_CUDA_ROW_BUILDS=tuned): tests, check and both sanitizers
 #         on them, then the row ops timed with the block policy and with the
@@ -30,6 +30,10 @@
 #         with their row cache on and off, against CUDA.
 #   clcap: NVIDIA OpenCL layernorm and double_softmax under three caps of
 #         the cached team (FUSEPORT_OPENCL_ROWS_MAX_GROUP), against CUDA.
+#   small: small and mid-size cells: ncu on both sides' kernels, the
+#         elementwise ops under several ELEM grids and the row ops under
+#         both row policies against fuseport-base, then torch.compile
+#         (ES_OPS, ES_SHAPES, ES_GRIDS, RS_OPS, RS_SHAPES).
 #   variants: every .gpu/bin/fuseport-* build against this one, alternating
 #         (VAR_OPS, VAR_SHAPES, VAR_ROUNDS), then torch.compile.
 # Environment: OUT (where results go; the device tool sets it), DEADLINE
@@ -470,6 +474,60 @@ stage_variants() {
     done
   } >"$OUT/var_compare.txt" 2>&1
   grep -E "^== |overall" "$OUT/var_compare.txt"
+}
+
+# Small and mid-size cells, where torch.compile (timed with its issue time
+# kept out of the events, d75abae) was 3-26% faster: ncu's view of both
+# sides' kernels (grid, block, registers, instructions, duration), then the
+# elementwise ops under several ELEM grids and the row ops under both row
+# policies, each against .gpu/bin/fuseport-base, alternating, then compile.
+ES_OPS=${ES_OPS:-pointwise_chain,bias_gelu,bias_dropout_add}
+ES_SHAPES=${ES_SHAPES:-128x128,256x256,512x512,128x2048,1024x1024,512x4096,2048x2048,4096x2048,4096x4096,8192x4096,8192x8192,65536x128,128x65536}
+ES_GRIDS=${ES_GRIDS:-items:1 items:2 items:4}
+RS_OPS=${RS_OPS:-softmax,layernorm,hreduce_pointwise,hreduce_reduce}
+RS_SHAPES=${RS_SHAPES:-128x128,128x512,128x2048,128x4096,128x8192,256x1024,256x4096,1024x1024}
+stage_small() {
+  local m=gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
+  m=$m,smsp__inst_executed.sum,sm__cycles_active.max,dram__bytes_read.sum,dram__bytes_write.sum
+  local nshapes=128x128,512x512,1024x1024,2048x2048,128x2048
+  local ncu=(timeout 150 ncu --clock-control none --csv --metrics "$m")
+  log "ncu: fuseport (this build and base) and torch.compile on $nshapes"
+  for b in new base; do
+    local bin=$FP
+    [ $b = base ] && bin=$BIN/fuseport-base
+    "${ncu[@]}" -k regex:_fused "$bin" check --backend cuda --op "$ES_OPS,$RS_OPS" --variant fused \
+      --shapes $nshapes --param training=false --param layout=contiguous --seed 1 --quiet \
+      >"$OUT/ncu_$b.csv" 2>"$OUT/ncu_$b.err"
+    echo "ncu $b: exit $?, $(grep -c '"gpu__time_duration.sum"' "$OUT/ncu_$b.csv") kernels"
+  done
+  PYTHONUNBUFFERED=1 "${ncu[@]}" --profile-from-start off -k regex:triton python3 bench/probes/ncu_torch.py \
+    --ops "$ES_OPS,$RS_OPS" --shapes $nshapes >"$OUT/ncu_torch.csv" 2>"$OUT/ncu_torch.err"
+  echo "ncu torch: exit $?, $(grep -c '"gpu__time_duration.sum"' "$OUT/ncu_torch.csv") kernels"
+
+  local r g
+  for r in 1 2; do
+    log "round $r: elementwise, base / tuned / ${ES_GRIDS}"
+    local eb=(bench --backend cuda --op "$ES_OPS" --variants fused --shapes "$ES_SHAPES" --rep-ms 10 --quiet)
+    timeout 100 "$BIN/fuseport-base" "${eb[@]}" --out "$OUT/es_base$r.json" || echo "base: exit $?"
+    timeout 100 "$FP" "${eb[@]}" --out "$OUT/es_new$r.json" || echo "new: exit $?"
+    for g in $ES_GRIDS; do
+      FUSEPORT_CUDA_ELEM_GRID=$g timeout 100 "$FP" "${eb[@]}" --out "$OUT/es_${g/:/}_$r.json" ||
+        echo "$g: exit $?"
+    done
+    log "round $r: small row cells, base / tuned / block"
+    local rb=(bench --backend cuda --op "$RS_OPS" --variants fused --shapes "$RS_SHAPES" --rep-ms 10 --quiet)
+    timeout 60 "$BIN/fuseport-base" "${rb[@]}" --out "$OUT/rs_base$r.json" || echo "base: exit $?"
+    timeout 60 "$FP" "${rb[@]}" --out "$OUT/rs_new$r.json" || echo "new: exit $?"
+    FUSEPORT_CUDA_ROW_BUILDS=block timeout 60 "$FP" "${rb[@]}" --out "$OUT/rs_block$r.json" ||
+      echo "block: exit $?"
+  done
+  local budget=$(($(left) - 10))
+  log "torch.compile on both sets for at most $budget s"
+  PYTHONUNBUFFERED=1 timeout -s INT -k 10 "$budget" python3 bench/torch_bench.py --ops "$ES_OPS,$RS_OPS" \
+    --shapes "$ES_SHAPES,$RS_SHAPES" --modes compile --rep-ms 10 --out "$OUT/s_torch.json" \
+    >"$OUT/s_torch.log" 2>&1
+  echo "torch: exit $?"
+  python3 bench/probes/small_summary.py "$OUT" | tee "$OUT/small_summary.txt"
 }
 
 stage_bench-cuda() { sweep cuda cuda.json; }
