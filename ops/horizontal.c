@@ -54,17 +54,15 @@ static void hreduce_reduce_reference(const fp_problem *p, const fp_host_tensor *
   }
 }
 
-/* Output 0 of both ops is a row sum of N values uniform in [-scale, scale):
- * its float rounding is about eps * sqrt(N) * scale (pairwise or tree order)
- * even when the sum itself cancels towards 0 -- seen at 1 x 262144, a sum of
- * -0.0896 off by 4.3e-5 on PoCL. The floor is ~10x that typical error and
- * still far below the ~scale/2 a missing or doubled element would cost. */
+/* Output 0 of both ops is a row sum of N values uniform in [-scale, scale)
+ * (fp_row_sum_floor) -- seen at 1 x 262144, a sum of -0.0896 off by 4.3e-5
+ * on PoCL. */
 static double row_sum_floor(const fp_problem *p, int output) {
   if (output != 0)
     return 1e-6;
   fp_io_desc io;
   p->op->describe(p, &io);
-  return 1e-6 * io.in[0].fill_scale * sqrt((double)P_INT(p, P_N));
+  return fp_row_sum_floor(io.in[0].fill_scale, P_INT(p, P_N));
 }
 
 static fp_status launch_horizontal(fp_recipe *rc, const fp_problem *p, fp_kernel_id kernel,

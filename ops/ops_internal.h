@@ -2,6 +2,8 @@
 #ifndef FUSEPORT_OPS_INTERNAL_H
 #define FUSEPORT_OPS_INTERNAL_H
 
+#include <math.h>
+
 #include "recipe.h"
 
 #define P_INT(p, k) fp_problem_int((p), (k))
@@ -27,6 +29,16 @@ enum { P_M = 0, P_N = 1 };
   { 1e-4, 1e-5, 1e-6 }
 #define FP_TOL_REDUCTION_SMALL_OUTPUT                                                              \
   { 1e-4, 1e-5, 0.0 }
+
+/* The absolute floor of an output that carries an N-term float32 row sum of
+ * terms up to term_scale in magnitude: the sum's rounding is about
+ * eps * sqrt(N) * term_scale (pairwise or tree order) even when the sum
+ * itself cancels towards 0, where a relative bound no longer covers it. The
+ * floor is ~10x that typical error and still far below the ~term_scale/2
+ * that a missing or doubled term would cost. */
+static inline double fp_row_sum_floor(double term_scale, int64_t N) {
+  return 1e-6 * term_scale * sqrt((double)N);
+}
 
 #define TRY(expr)                                                                                  \
   do {                                                                                             \
