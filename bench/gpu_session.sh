@@ -5,7 +5,7 @@
 #   bash bench/gpu_session.sh STAGE... 
 #
 # Stages: tests check sanitize rows clrows elem rowcap hreduce rowstage clab cllocal
-#         clcap variants small bench-cuda bench-opencl torch
+#         clcap variants small icache bench-cuda bench-opencl torch
 #   rows: the warp and cluster builds of the CUDA row kernels
 #         (FUSEPORT_CUDA_ROW_BUILDS=tuned): tests, check and both sanitizers
 #         on them, then the row ops timed with the block policy and with the
@@ -34,6 +34,9 @@
 #         elementwise ops under several ELEM grids and the row ops under
 #         both row policies against fuseport-base, then torch.compile
 #         (ES_OPS, ES_SHAPES, ES_GRIDS, RS_OPS, RS_SHAPES).
+#   icache: ncu's warp stall reasons (cold instruction fetch) and small
+#         elementwise cells for this build and every .gpu/bin/fuseport-*
+#         (IC_SHAPES, IC_ROUNDS), then torch.compile.
 #   variants: every .gpu/bin/fuseport-* build against this one, alternating
 #         (VAR_OPS, VAR_SHAPES, VAR_ROUNDS), then torch.compile.
 # Environment: OUT (where results go; the device tool sets it), DEADLINE
@@ -528,6 +531,49 @@ stage_small() {
     >"$OUT/s_torch.log" 2>&1
   echo "torch: exit $?"
   python3 bench/probes/small_summary.py "$OUT" | tee "$OUT/small_summary.txt"
+}
+
+# Whether cold instruction fetch explains the small cells: ncu's warp stall
+# reasons (no_instruction: waiting for the instruction cache) on this build,
+# every .gpu/bin/fuseport-* and torch.compile, then those builds timed on
+# small elementwise cells, alternating (IC_ROUNDS), and compile.
+IC_SHAPES=${IC_SHAPES:-128x128,256x256,512x512,128x2048,1024x1024,512x4096,2048x2048,4096x4096}
+IC_ROUNDS=${IC_ROUNDS:-3}
+stage_icache() {
+  local m=gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
+  m=$m,smsp__inst_executed.sum,sm__cycles_active.max
+  local r
+  for r in no_instruction long_scoreboard wait barrier branch_resolving; do
+    ncu --query-metrics --chip gh100 2>/dev/null |
+      grep -q "smsp__average_warps_issue_stalled_${r}_per_issue_active" &&
+      m=$m,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio
+  done
+  echo "ncu metrics: $m"
+  local nshapes=128x128,512x512,2048x2048 names=(new) bins=("$FP") f i
+  for f in "$BIN"/fuseport-*; do
+    [ -x "$f" ] && { names+=("${f##*/fuseport-}"); bins+=("$f"); }
+  done
+  for i in "${!bins[@]}"; do
+    timeout 100 ncu --clock-control none --csv --metrics "$m" -k regex:_fused "${bins[$i]}" check \
+      --backend cuda --op "$ES_OPS,softmax,layernorm" --variant fused --shapes $nshapes,128x2048 \
+      --param training=false --param layout=contiguous --seed 1 --quiet >"$OUT/icn_${names[$i]}.csv" 2>&1
+    echo "ncu ${names[$i]}: exit $?"
+  done
+  PYTHONUNBUFFERED=1 timeout 150 ncu --clock-control none --csv --metrics "$m" --profile-from-start off \
+    -k regex:triton python3 bench/probes/ncu_torch.py --ops "$ES_OPS" --shapes $nshapes \
+    >"$OUT/icn_torch.csv" 2>&1
+  echo "ncu torch: exit $?"
+  local b=(bench --backend cuda --op "$ES_OPS" --variants fused --shapes "$IC_SHAPES" --rep-ms 10 --quiet)
+  for r in $(seq 1 "$IC_ROUNDS"); do
+    log "icache round $r: ${names[*]}"
+    for i in "${!bins[@]}"; do
+      timeout 60 "${bins[$i]}" "${b[@]}" --out "$OUT/es_${names[$i]}$r.json" || echo "${names[$i]}: exit $?"
+    done
+  done
+  PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_bench.py --ops "$ES_OPS" --shapes "$IC_SHAPES" \
+    --modes compile --rep-ms 10 --out "$OUT/s_torch.json" >"$OUT/s_torch.log" 2>&1
+  echo "torch: exit $?"
+  python3 bench/probes/small_summary.py "$OUT" | tee "$OUT/small_summary.txt" | sed -n '1,40p'
 }
 
 stage_bench-cuda() { sweep cuda cuda.json; }

@@ -50,12 +50,16 @@ def ncu_rows(path):
     for row in csv.DictReader(text[start:].splitlines()):
         key = (row["ID"], row["Kernel Name"][:48])
         per.setdefault(key, {})[row["Metric Name"]] = row["Metric Value"]
-    print(f"\n{os.path.basename(path)}: kernel, grid, block, regs, instructions, cycles(max SM), dram R/W bytes, ns")
+    stalls = sorted({k for m in per.values() for k in m if "issue_stalled" in k})
+    short = [s.split("stalled_")[1].split("_per_issue")[0] for s in stalls]
+    print(f"\n{os.path.basename(path)}: kernel, grid, block, regs, instructions, cycles(max SM), "
+          f"dram R/W bytes, ns" + "".join(f", {s}" for s in short))
     for (i, name), m in per.items():
         print(f"  {i:>4} {name:48} {m.get('launch__grid_size', '-'):>7} {m.get('launch__block_size', '-'):>5} "
               f"{m.get('launch__registers_per_thread', '-'):>4} {m.get('smsp__inst_executed.sum', '-'):>12} "
               f"{m.get('sm__cycles_active.max', '-'):>9} {m.get('dram__bytes_read.sum', '-'):>12} "
-              f"{m.get('dram__bytes_write.sum', '-'):>12} {m.get('gpu__time_duration.sum', '-'):>9}")
+              f"{m.get('dram__bytes_write.sum', '-'):>12} {m.get('gpu__time_duration.sum', '-'):>9}"
+              + "".join(f" {m.get(s, '-'):>8}" for s in stalls))
 
 
 def main(out):
@@ -67,8 +71,8 @@ def main(out):
                  if c.get("variant") == "compile" and c.get("status") == "ok" and c.get("median_us")}
     table(out, "es_", torch)
     table(out, "rs_", torch)
-    for name in ("ncu_new.csv", "ncu_base.csv", "ncu_torch.csv"):
-        ncu_rows(os.path.join(out, name))
+    for path in sorted(glob.glob(os.path.join(out, "ncu_*.csv")) + glob.glob(os.path.join(out, "icn_*.csv"))):
+        ncu_rows(path)
 
 
 if __name__ == "__main__":
