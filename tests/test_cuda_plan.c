@@ -336,8 +336,8 @@ static void test_elem_policy_from_env(void **state) {
 
 /* Every ELEM grid is at least one block and within the device's limit;
  * waves never exceed K blocks per SM nor the host's grid; full covers every
- * element with two float4 per thread unless the limit caps it; tuned is one
- * of the other three, chosen by size and streams. */
+ * element with two float4 per thread unless the limit caps it (items:K with
+ * K); tuned is waves:8 or items:K, chosen by size and streams. */
 static void test_elem_grids(void **state) {
   (void)state;
   const uint32_t block = 256, max_grid = 0x7fffffffu;
@@ -345,6 +345,8 @@ static void test_elem_grids(void **state) {
                            3,
                            1000,
                            65537,
+                           ((int64_t)1 << 22) - 1,
+                           (int64_t)1 << 22,
                            (int64_t)1 << 23,
                            ((int64_t)1 << 23) + 1,
                            (int64_t)1 << 24,
@@ -381,11 +383,10 @@ static void test_elem_grids(void **state) {
         if (items == 2)
           assert_int_equal(gk, g);
       }
-      /* tuned: waves:8 up to 2^23 elements, full for three streams from
-       * 2^24, the host's grid otherwise */
-      const fp_elem_grid_policy expect = n <= ((int64_t)1 << 23)            ? waves8
-                                         : three && n >= ((int64_t)1 << 24) ? full
-                                                                            : host;
+      /* tuned: waves:8 below 2^22 elements, then one round of the
+       * kernel's unroll per thread: items:2 for three streams, items:4 */
+      const fp_elem_grid_policy items4 = {FP_ELEM_GRID_FULL, 0, 4};
+      const fp_elem_grid_policy expect = n < ((int64_t)1 << 22) ? waves8 : three ? full : items4;
       assert_int_equal(fp_cuda_plan_elem(tuned, n, three, host_groups, block, H100_SMS, max_grid),
                        fp_cuda_plan_elem(expect, n, three, host_groups, block, H100_SMS, max_grid));
     }

@@ -192,27 +192,31 @@ bool fp_elem_grid_policy_from_env(const char *value, fp_elem_grid_policy *policy
   return false;
 }
 
-/* The tuned rule, from the three grids timed against the host's on an H200
- * (docs/results/2026-11-23-h200/elem_*.json, time relative to host):
- *   - up to 2^23 elements (a 64 MiB cell of two streams), 8 blocks per SM,
- *     one resident wave of 2048 threads: 0.84-0.95 for pointwise_chain and
- *     bias_gelu from 2^19 to 2^23 elements, 0.94-1.01 for bias_dropout_add;
- *     from 2^24 on it costs 1-7%;
- *   - bias_dropout_add from 2^24 elements on, a block per 8 * block
- *     elements: 0.94-0.99 (it loses 14-24% on the two-stream kernels);
- *   - otherwise the host's grid. */
-enum { ELEM_WAVES_MAX_N_LOG2 = 23, ELEM_FULL_MIN_N_LOG2 = 24, ELEM_TUNED_WAVES = 8 };
+/* The tuned rule. Below 2^22 elements (a 32 MiB cell of two streams), 8
+ * blocks per SM, one resident wave of 2048 threads: 0.84-0.95 of the host
+ * grid's time for pointwise_chain and bias_gelu from 2^19 elements,
+ * 0.94-1.01 for bias_dropout_add (H200, docs/results/2026-11-23-h200/
+ * elem_*.json). From 2^22 on, a thread does one round of its kernel's
+ * unroll and leaves (items:U; U = 4 for the two-stream kernels, 2 for
+ * bias_dropout_add): against the previous rule (waves:8 to 2^23, then the
+ * host's grid, or items:2 for bias_dropout_add from 2^24), three alternating
+ * rounds on an H100 (docs/results/2026-11-24-h100-37851c5/elem-grid/):
+ * pointwise_chain 1.00-1.05x (65536 x 2048: 379 -> 363 us), bias_gelu
+ * 1.00-1.04x, bias_dropout_add 1.02-1.04x at 2^22-2^23, the same beyond.
+ * Before strided_unrolled predicated its last round, a thread with fewer
+ * items than U ran them one at a time, which is why items:2 had lost
+ * 14-24% on the U = 4 kernels (H200, the same files). */
+enum { ELEM_ROUND_MIN_N_LOG2 = 22, ELEM_TUNED_WAVES = 8 };
 
 uint32_t fp_cuda_plan_elem(fp_elem_grid_policy policy, int64_t n, bool three_streams,
                            uint32_t host_groups, uint32_t block, int sm_count, uint32_t max_grid) {
   if (policy.kind == FP_ELEM_GRID_TUNED) {
-    if (n <= ((int64_t)1 << ELEM_WAVES_MAX_N_LOG2)) {
+    if (n < ((int64_t)1 << ELEM_ROUND_MIN_N_LOG2)) {
       policy.kind = FP_ELEM_GRID_WAVES;
       policy.blocks_per_sm = ELEM_TUNED_WAVES;
-    } else if (three_streams && n >= ((int64_t)1 << ELEM_FULL_MIN_N_LOG2)) {
-      policy.kind = FP_ELEM_GRID_FULL;
     } else {
-      policy.kind = FP_ELEM_GRID_HOST;
+      policy.kind = FP_ELEM_GRID_FULL;
+      policy.vectors_per_thread = three_streams ? 2 : 4; /* elementwise.cu's unrolls */
     }
   }
   int64_t grid = host_groups;

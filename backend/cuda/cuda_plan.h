@@ -96,8 +96,9 @@ fp_rows_policy fp_rows_policy_from_env(const char *value, bool *unknown);
  * kernel (ops/primitives.c, fp_elem_range); the fused elementwise kernels are
  * grid-stride loops, so any grid computes the same result.
  * FUSEPORT_CUDA_ELEM_GRID picks the grid:
- *   tuned    the default: the rule of fp_cuda_plan_elem below, from the
- *            measurements of the other three on an H200;
+ *   tuned    the default: the rule of fp_cuda_plan_elem (cuda_plan.c), from
+ *            measurements of the others: waves:8 below 2^22 elements, then
+ *            items:U, U the kernel's unroll;
  *   host     the host's grid;
  *   waves:K  at most K blocks per SM (1 <= K <= 64): fewer, longer blocks;
  *   full     one block per 8 * block elements: every thread does two float4
