@@ -127,6 +127,30 @@ sweep() {
   echo "bench exit $?; cells: $(grep -c '"op":' "$OUT/$file")"
 }
 
+# The builds to compare: this one ("new") and every .gpu/bin/fuseport-NAME,
+# into the caller's arrays `names` and `bins`.
+collect_builds() {
+  names=(new) bins=("$FP")
+  local f
+  for f in "$BIN"/fuseport-*; do
+    [ -x "$f" ] && { names+=("${f##*/fuseport-}"); bins+=("$f"); }
+  done
+}
+
+# alternate ROUNDS PREFIX ARGS...: each build of collect_builds in turn, ROUNDS
+# rounds, running `fuseport ARGS... --out $OUT/PREFIX<name><round>.json`.
+alternate() {
+  local rounds=$1 prefix=$2 r i
+  shift 2
+  for r in $(seq 1 "$rounds"); do
+    log "round $r: ${names[*]}"
+    for i in "${!bins[@]}"; do
+      timeout 100 "${bins[$i]}" "$@" --out "$OUT/$prefix${names[$i]}$r.json" ||
+        echo "${names[$i]} round $r: exit $?"
+    done
+  done
+}
+
 ROW_OPS=softmax,double_softmax,softmax_backward,layernorm,norm_chain,hreduce_pointwise,hreduce_reduce
 # Shapes for each build: many short rows (warp builds), mid rows, few long
 # rows (clusters), and large cells of each kind.
@@ -451,17 +475,10 @@ VAR_SHAPES=${VAR_SHAPES:-$HR_SHAPES}
 VAR_ROUNDS=${VAR_ROUNDS:-2}
 stage_variants() {
   local b=(bench --backend cuda --op "$VAR_OPS" --variants fused --shapes "$VAR_SHAPES" --rep-ms 20 --quiet)
-  local names=(new) bins=("$FP") f
-  for f in "$BIN"/fuseport-*; do
-    [ -x "$f" ] && { names+=("${f##*/fuseport-}"); bins+=("$f"); }
-  done
+  local names bins r i
+  collect_builds
   log "variants: ${names[*]} x $VAR_ROUNDS rounds"
-  local r i
-  for r in $(seq 1 "$VAR_ROUNDS"); do
-    for i in "${!bins[@]}"; do
-      timeout 100 "${bins[$i]}" "${b[@]}" --out "$OUT/var_${names[$i]}$r.json" || echo "${names[$i]} round $r: exit $?"
-    done
-  done
+  alternate "$VAR_ROUNDS" var_ "${b[@]}"
   PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_bench.py --ops "$VAR_OPS" --shapes "$VAR_SHAPES" \
     --modes compile --rep-ms 20 --out "$OUT/var_torch.json" >"$OUT/var_torch.log" 2>&1
   echo "torch compile: exit $?"
@@ -549,10 +566,8 @@ stage_icache() {
       m=$m,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio
   done
   echo "ncu metrics: $m"
-  local nshapes=128x128,512x512,2048x2048 names=(new) bins=("$FP") f i
-  for f in "$BIN"/fuseport-*; do
-    [ -x "$f" ] && { names+=("${f##*/fuseport-}"); bins+=("$f"); }
-  done
+  local nshapes=128x128,512x512,2048x2048 names bins i
+  collect_builds
   for i in "${!bins[@]}"; do
     timeout 100 ncu --clock-control none --csv --metrics "$m" -k regex:_fused "${bins[$i]}" check \
       --backend cuda --op "$ES_OPS,softmax,layernorm" --variant fused --shapes $nshapes,128x2048 \
@@ -563,13 +578,8 @@ stage_icache() {
     -k regex:triton python3 bench/probes/ncu_torch.py --ops "$ES_OPS" --shapes $nshapes \
     >"$OUT/icn_torch.csv" 2>&1
   echo "ncu torch: exit $?"
-  local b=(bench --backend cuda --op "$ES_OPS" --variants fused --shapes "$IC_SHAPES" --rep-ms 10 --quiet)
-  for r in $(seq 1 "$IC_ROUNDS"); do
-    log "icache round $r: ${names[*]}"
-    for i in "${!bins[@]}"; do
-      timeout 60 "${bins[$i]}" "${b[@]}" --out "$OUT/es_${names[$i]}$r.json" || echo "${names[$i]}: exit $?"
-    done
-  done
+  alternate "$IC_ROUNDS" es_ bench --backend cuda --op "$ES_OPS" --variants fused --shapes "$IC_SHAPES" \
+    --rep-ms 10 --quiet
   PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_bench.py --ops "$ES_OPS" --shapes "$IC_SHAPES" \
     --modes compile --rep-ms 10 --out "$OUT/s_torch.json" >"$OUT/s_torch.log" 2>&1
   echo "torch: exit $?"
