@@ -506,9 +506,11 @@ ES_SHAPES=${ES_SHAPES:-128x128,256x256,512x512,128x2048,1024x1024,512x4096,2048x
 ES_GRIDS=${ES_GRIDS:-items:1 items:2 items:4}
 RS_OPS=${RS_OPS:-softmax,layernorm,hreduce_pointwise,hreduce_reduce}
 RS_SHAPES=${RS_SHAPES:-128x128,128x512,128x2048,128x4096,128x8192,256x1024,256x4096,1024x1024}
+# ncu's metrics of the small and icache stages: the launch, the work, the time
+NCU_METRICS=gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
+NCU_METRICS=$NCU_METRICS,smsp__inst_executed.sum,sm__cycles_active.max
 stage_small() {
-  local m=gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
-  m=$m,smsp__inst_executed.sum,sm__cycles_active.max,dram__bytes_read.sum,dram__bytes_write.sum
+  local m=$NCU_METRICS,dram__bytes_read.sum,dram__bytes_write.sum
   local nshapes=128x128,512x512,1024x1024,2048x2048,128x2048
   local ncu=(timeout 150 ncu --clock-control none --csv --metrics "$m")
   log "ncu: fuseport (this build and base) and torch.compile on $nshapes"
@@ -557,12 +559,10 @@ stage_small() {
 IC_SHAPES=${IC_SHAPES:-128x128,256x256,512x512,128x2048,1024x1024,512x4096,2048x2048,4096x4096}
 IC_ROUNDS=${IC_ROUNDS:-3}
 stage_icache() {
-  local m=gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
-  m=$m,smsp__inst_executed.sum,sm__cycles_active.max
-  local r
+  local m=$NCU_METRICS r known
+  known=$(ncu --query-metrics --chip gh100 2>/dev/null) # only the stall metrics this ncu has
   for r in no_instruction long_scoreboard wait barrier branch_resolving; do
-    ncu --query-metrics --chip gh100 2>/dev/null |
-      grep -q "smsp__average_warps_issue_stalled_${r}_per_issue_active" &&
+    grep -q "smsp__average_warps_issue_stalled_${r}_per_issue_active" <<<"$known" &&
       m=$m,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio
   done
   echo "ncu metrics: $m"
