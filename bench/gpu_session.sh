@@ -5,7 +5,7 @@
 #   bash bench/gpu_session.sh STAGE... 
 #
 # Stages: tests check sanitize rows clrows elem rowcap hreduce rowstage clab cllocal
-#         clcap variants small icache bench-cuda bench-opencl torch
+#         clcap variants small icache lean bench-cuda bench-opencl torch
 #   rows: the warp and cluster builds of the CUDA row kernels
 #         (FUSEPORT_CUDA_ROW_BUILDS=tuned): tests, check and both sanitizers
 #         on them, then the row ops timed with the block policy and with the
@@ -37,6 +37,10 @@
 #   icache: ncu's warp stall reasons (cold instruction fetch) and small
 #         elementwise cells for this build and every .gpu/bin/fuseport-*
 #         (IC_SHAPES, IC_ROUNDS), then torch.compile.
+#   lean: the lean ELEM builds (FUSEPORT_CUDA_ELEM_BUILDS): tests, checks,
+#         memcheck, ncu against the registered builds, then timed against
+#         them under several grids (LEAN_GRIDS, LEAN_SHAPES, LEAN_ROUNDS),
+#         then torch.compile.
 #   variants: every .gpu/bin/fuseport-* build against this one, alternating
 #         (VAR_OPS, VAR_SHAPES, VAR_ROUNDS), then torch.compile.
 # Environment: OUT (where results go; the device tool sets it), DEADLINE
@@ -584,6 +588,58 @@ stage_icache() {
     --modes compile --rep-ms 10 --out "$OUT/s_torch.json" >"$OUT/s_torch.log" 2>&1
   echo "torch: exit $?"
   python3 bench/probes/small_summary.py "$OUT" | tee "$OUT/small_summary.txt" | sed -n '1,40p'
+}
+
+# The lean ELEM builds (FUSEPORT_CUDA_ELEM_BUILDS): tests, checks of every
+# parameter and layout of the elementwise ops and memcheck with them on,
+# ncu against the registered builds, then the elementwise cells under
+# registered / lean / lean with the grids of LEAN_GRIDS, alternating
+# (LEAN_ROUNDS), and compile on the same cells.
+LEAN_GRIDS=${LEAN_GRIDS:-items:2 items:4}
+LEAN_ROUNDS=${LEAN_ROUNDS:-2}
+LEAN_SHAPES=${LEAN_SHAPES:-128x128,256x256,512x512,128x2048,1024x1024,256x4096,512x4096,2048x2048,4096x2048,65536x128,128x65536,4096x4096,8192x4096}
+stage_lean() {
+  log "cmocka tests on cuda (lean builds on)"
+  for t in test_backend test_ops; do
+    timeout 150 "$BIN/$t" cuda >"$OUT/$t-lean.log" 2>&1
+    echo "$t cuda: exit $? ($(grep -c '\[       OK \]' "$OUT/$t-lean.log") ok," \
+      "$(grep -c '\[  FAILED  \]' "$OUT/$t-lean.log") failed lines)"
+  done
+  log "fuseport check --backend cuda, the elementwise ops, lean and registered"
+  "$FP" check --backend cuda --op "$ES_OPS" --quiet | tail -2
+  "$FP" check --backend cuda --op "$ES_OPS" --quiet --shapes 1x4,3x8,5x1000,1x65540,65540x4,1000x1000 |
+    tail -1
+  FUSEPORT_CUDA_ELEM_BUILDS=registered "$FP" check --backend cuda --op "$ES_OPS" --quiet | tail -1
+  log "memcheck, the elementwise ops"
+  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$FP" check --backend cuda \
+    --op "$ES_OPS" --quiet --shapes 1x4,3x8,3x1000,7x65537,33x4096,1000x4 >"$OUT/memcheck-lean.log" 2>&1
+  echo "memcheck exit $?"; tail -2 "$OUT/memcheck-lean.log"
+  local m=$NCU_METRICS,smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio b
+  for b in registered lean; do
+    FUSEPORT_CUDA_ELEM_BUILDS=$b timeout 60 ncu --clock-control none --csv --metrics "$m" \
+      -k regex:_fused "$FP" check --backend cuda --op "$ES_OPS" --variant fused \
+      --shapes 128x128,512x512,1024x1024,2048x2048 --param training=false \
+      --param layout=contiguous --seed 1 --quiet >"$OUT/ncu_$b.csv" 2>&1
+    echo "ncu $b: exit $?"
+  done
+  local r g eb=(bench --backend cuda --op "$ES_OPS" --variants fused --shapes "$LEAN_SHAPES" --rep-ms 10 --quiet)
+  for r in $(seq 1 "$LEAN_ROUNDS"); do
+    log "round $r: registered / lean / lean with $LEAN_GRIDS"
+    FUSEPORT_CUDA_ELEM_BUILDS=registered timeout 100 "$FP" "${eb[@]}" --out "$OUT/es_reg$r.json" ||
+      echo "registered: exit $?"
+    timeout 100 "$FP" "${eb[@]}" --out "$OUT/es_lean$r.json" || echo "lean: exit $?"
+    for g in $LEAN_GRIDS; do
+      FUSEPORT_CUDA_ELEM_GRID=$g timeout 100 "$FP" "${eb[@]}" --out "$OUT/es_lean${g/:/}_$r.json" ||
+        echo "lean $g: exit $?"
+    done
+  done
+  local budget=$(($(left) - 15))
+  log "torch.compile on the same cells for at most $budget s"
+  PYTHONUNBUFFERED=1 timeout -s INT -k 10 "$budget" python3 bench/torch_bench.py --ops "$ES_OPS" \
+    --shapes "$LEAN_SHAPES" --modes compile --rep-ms 10 --out "$OUT/s_torch.json" \
+    >"$OUT/s_torch.log" 2>&1
+  echo "torch: exit $?"
+  python3 bench/probes/small_summary.py "$OUT" | tee "$OUT/small_summary.txt" | sed -n '1,60p'
 }
 
 stage_bench-cuda() { sweep cuda cuda.json; }

@@ -393,6 +393,66 @@ static void test_elem_grids(void **state) {
   }
 }
 
+/* The lean ELEM builds: each precondition of fp_cuda_plan_elem_builds
+ * (cuda_plan.h) refuses the build on its own, at its boundary. */
+static unsigned elem_fit(int64_t M, int64_t N, const fp_elem_operand *ops, int count, bool training,
+                         uint64_t threads) {
+  return fp_cuda_plan_elem_builds(M, N, ops, count, training, threads);
+}
+
+static void test_elem_builds(void **state) {
+  (void)state;
+  const unsigned flat = 1u << FP_ELEM_FLAT32, rows = 1u << FP_ELEM_ROWVEC32,
+                 rows_training = 1u << FP_ELEM_ROWVEC32_TRAINING;
+  const uint64_t base = (uint64_t)1 << 30, threads = 1024;
+  /* bias_gelu's operands: out and inp [M, N] row-major, bias broadcast */
+  fp_elem_operand gelu[3] = {{base, 1024, 1}, {base + 4096, 1024, 1}, {base + 8192, 0, 1}};
+  assert_int_equal(elem_fit(64, 1024, gelu, 3, false, threads), rows);
+  assert_int_equal(elem_fit(1, 1024, gelu, 3, false, threads), flat | rows); /* one row is flat */
+  assert_int_equal(elem_fit(64, 1024, gelu, 3, true, threads), rows_training);
+  assert_int_equal(elem_fit(64, 1022, gelu, 3, false, threads), 0); /* N % 4 */
+  assert_int_equal(elem_fit(0, 1024, gelu, 3, false, threads), 0);  /* empty */
+  gelu[2].address += 4;                                             /* misaligned bias */
+  assert_int_equal(elem_fit(64, 1024, gelu, 3, false, threads), 0);
+  gelu[2].address -= 4;
+  gelu[1].s0 = 1026; /* a row stride that breaks the float4 rows */
+  assert_int_equal(elem_fit(64, 1024, gelu, 3, false, threads), 0);
+  gelu[1].s0 = -1024;
+  assert_int_equal(elem_fit(64, 1024, gelu, 3, false, threads), 0);
+  gelu[1].s0 = 1024;
+  gelu[0].s1 = 2; /* not row-contiguous */
+  assert_int_equal(elem_fit(64, 1024, gelu, 3, false, threads), 0);
+  gelu[0].s1 = 1;
+  /* 32-bit indices: M*N, the last offset and 4 * threads below 2^31 */
+  const int64_t rows_max = ((int64_t)1 << 31) / 1024; /* M*N = 2^31 */
+  assert_int_equal(elem_fit(rows_max - 1, 1024, gelu, 3, false, threads), rows);
+  assert_int_equal(elem_fit(rows_max, 1024, gelu, 3, false, threads), 0);
+  gelu[0].s0 = 2048; /* padded output rows: the last offset (M-1)*2048 + 1023 */
+  assert_int_equal(elem_fit(rows_max / 2, 1024, gelu, 3, false, threads), rows);
+  assert_int_equal(elem_fit(rows_max / 2 + 1, 1024, gelu, 3, false, threads), 0);
+  gelu[0].s0 = 1024;
+  assert_int_equal(elem_fit(64, 1024, gelu, 3, false, ((uint64_t)1 << 29) - 1), rows);
+  assert_int_equal(elem_fit(64, 1024, gelu, 3, false, (uint64_t)1 << 29), 0);
+  /* pointwise_chain: [1, n], flat; odd n has no lean build */
+  fp_elem_operand chain[2] = {{base, 1000, 1}, {base + 4096, 1000, 1}};
+  assert_int_equal(elem_fit(1, 1000, chain, 2, false, threads), flat | rows);
+  chain[0].s0 = chain[1].s0 = 1001;
+  assert_int_equal(elem_fit(1, 1001, chain, 2, false, threads), 0);
+  /* flat over several rows, N odd but M*N % 4 == 0: flat only */
+  fp_elem_operand sq[2] = {{base, 3, 1}, {base + 4096, 3, 1}};
+  assert_int_equal(elem_fit(4, 3, sq, 2, false, threads), flat);
+  sq[1].s0 = 4; /* padded rows are not flat */
+  assert_int_equal(elem_fit(4, 3, sq, 2, false, threads), 0);
+  bool lean = false;
+  assert_true(fp_elem_builds_from_env(NULL, &lean) && lean);
+  assert_true(fp_elem_builds_from_env("", &lean) && lean);
+  assert_true(fp_elem_builds_from_env("lean", &lean) && lean);
+  assert_true(fp_elem_builds_from_env("registered", &lean) && !lean);
+  assert_false(fp_elem_builds_from_env("Lean", &lean));
+  assert_true(lean);
+  assert_false(fp_elem_builds_from_env("registered ", &lean));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_preconditions_hold),
@@ -404,6 +464,7 @@ int main(void) {
       cmocka_unit_test(test_plan_stage),
       cmocka_unit_test(test_elem_policy_from_env),
       cmocka_unit_test(test_elem_grids),
+      cmocka_unit_test(test_elem_builds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

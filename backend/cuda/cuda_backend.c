@@ -33,9 +33,10 @@ typedef struct cuda_state {
   int device;
   cudaStream_t stream;
   const void *kernels[FPK_COUNT];   /* host stubs; NULL: not implemented */
-  fp_cuda_tuning tuning[FPK_COUNT]; /* extra builds of the ROWS kernels */
+  fp_cuda_tuning tuning[FPK_COUNT]; /* extra builds: ROWS kernels, lean ELEM builds */
   fp_rows_policy row_policy;        /* FUSEPORT_CUDA_ROW_BUILDS */
   fp_elem_grid_policy elem_grid;    /* FUSEPORT_CUDA_ELEM_GRID */
+  bool elem_lean;                   /* FUSEPORT_CUDA_ELEM_BUILDS: launch lean builds */
   unsigned rows_block_cap;          /* FUSEPORT_CUDA_ROWS_BLOCK_CAP; 0: none */
   bool row_stage;                   /* FUSEPORT_CUDA_ROW_STAGE (default on) */
   size_t smem_optin;                /* sharedMemPerBlockOptin */
@@ -234,8 +235,16 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
     free(s);
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                         "FUSEPORT_CUDA_ELEM_GRID='%s': expected 'tuned' (the default), 'host', "
-                        "'waves:K' with K in 1..64, or 'full'",
+                        "'waves:K' or 'items:K' with K in 1..64, or 'full'",
                         elem_grid);
+  }
+  const char *elem_builds = getenv("FUSEPORT_CUDA_ELEM_BUILDS");
+  if (!fp_elem_builds_from_env(elem_builds, &s->elem_lean)) {
+    free(s);
+    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                        "FUSEPORT_CUDA_ELEM_BUILDS='%s': expected 'lean' (the default) or "
+                        "'registered'",
+                        elem_builds);
   }
   for (int d = 0; d < 3; ++d) {
     s->max_block_dim[d] = prop.maxThreadsDim[d];
@@ -594,31 +603,60 @@ static fp_status check_geometry(fp_context *ctx, fp_kernel_id id, const fp_ndran
   return FP_OK;
 }
 
-/* The element count of the fused elementwise kernels, whose grid
- * FUSEPORT_CUDA_ELEM_GRID may replace (argument positions: kernels.def);
- * false for every other kernel. */
-static bool elem_extent(fp_kernel_id id, const fp_karg *args, int nargs, int64_t *n) {
-  int m_arg = -1, n_arg;
+/* The logical [M, N] of a fused elementwise kernel's launch, its operands
+ * (output first; at most 4) and whether its dropout path runs; false for
+ * any other kernel. */
+static bool elem_operands(fp_kernel_id id, const fp_karg *args, int nargs, int64_t *M, int64_t *N,
+                          fp_elem_operand operands[4], int *count, bool *training) {
+  *training = false;
+  for (int a = 0; a < nargs && a < 4; ++a)
+    operands[a].address =
+        args[a].kind == FP_ARG_BUFFER ? (uint64_t)(uintptr_t)args[a].v.handle : 1u; /* misaligned */
   switch (id) {
-  case FPK_pointwise_chain_fused: /* (out, x, n) */
-    n_arg = 2;
-    break;
+  case FPK_pointwise_chain_fused: /* (out, x, n): [1, n] */
+    if (nargs != 3 || args[2].kind != FP_ARG_I64)
+      return false;
+    *M = 1;
+    *N = args[2].v.i64;
+    *count = 2;
+    for (int k = 0; k < 2; ++k) {
+      operands[k].s0 = *N;
+      operands[k].s1 = 1;
+    }
+    return true;
   case FPK_bias_gelu_fused: /* (out, inp, bias, M, N) */
-    m_arg = 3;
-    n_arg = 4;
-    break;
-  case FPK_bias_dropout_add_fused: /* (out, inp, bias, res, M, N, ...) */
-    m_arg = 4;
-    n_arg = 5;
-    break;
+    if (nargs != 5 || args[3].kind != FP_ARG_I64 || args[4].kind != FP_ARG_I64)
+      return false;
+    *M = args[3].v.i64;
+    *N = args[4].v.i64;
+    *count = 3;
+    operands[0].s0 = operands[1].s0 = *N;
+    operands[2].s0 = 0;
+    operands[0].s1 = operands[1].s1 = operands[2].s1 = 1;
+    return true;
+  case FPK_bias_dropout_add_fused: /* (out, inp, bias, res, M, N, sb0, sb1, sr0, sr1, so0, so1,
+                                      p, scale, seed, training) */
+    if (nargs != 16 || args[15].kind != FP_ARG_I32)
+      return false;
+    for (int a = 4; a < 12; ++a)
+      if (args[a].kind != FP_ARG_I64)
+        return false;
+    *M = args[4].v.i64;
+    *N = args[5].v.i64;
+    *count = 4;
+    operands[0].s0 = args[10].v.i64; /* out */
+    operands[0].s1 = args[11].v.i64;
+    operands[1].s0 = *N; /* inp, row-major */
+    operands[1].s1 = 1;
+    operands[2].s0 = args[6].v.i64; /* bias */
+    operands[2].s1 = args[7].v.i64;
+    operands[3].s0 = args[8].v.i64; /* res */
+    operands[3].s1 = args[9].v.i64;
+    *training = args[15].v.i32 != 0;
+    return true;
   default:
     return false;
   }
-  if (n_arg >= nargs || args[n_arg].kind != FP_ARG_I64 ||
-      (m_arg >= 0 && args[m_arg].kind != FP_ARG_I64))
-    return false;
-  *n = args[n_arg].v.i64 * (m_arg >= 0 ? args[m_arg].v.i64 : 1);
-  return true;
 }
 
 /* Whether a LONG_ROWS plan of kernel id stages its next row (cuda_plan.h),
@@ -762,10 +800,28 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
     cluster = plan.cluster;
   }
 
-  int64_t elem_n = 0;
-  if (s->elem_grid.kind != FP_ELEM_GRID_HOST && elem_extent(id, args, nargs, &elem_n))
-    grid[0] = fp_cuda_plan_elem(s->elem_grid, elem_n, id == FPK_bias_dropout_add_fused, grid[0],
-                                block[0], s->sm_count, (uint32_t)s->max_grid_dim[0]);
+  int64_t elem_m = 0, elem_n = 0;
+  fp_elem_operand operands[4];
+  int n_operands = 0;
+  bool training = false;
+  if (elem_operands(id, args, nargs, &elem_m, &elem_n, operands, &n_operands, &training)) {
+    if (s->elem_grid.kind != FP_ELEM_GRID_HOST)
+      grid[0] = fp_cuda_plan_elem(s->elem_grid, elem_m * elem_n, id == FPK_bias_dropout_add_fused,
+                                  grid[0], block[0], s->sm_count, (uint32_t)s->max_grid_dim[0]);
+    /* the first lean build (fp_elem_build order) that the kernel has and
+     * that fits these arguments in this grid */
+    const unsigned fit = s->elem_lean
+                             ? fp_cuda_plan_elem_builds(elem_m, elem_n, operands, n_operands,
+                                                        training, (uint64_t)grid[0] * block[0])
+                             : 0u;
+    for (int b = 0; b < FP_ELEM_BUILD_COUNT; ++b) {
+      if ((fit >> b & 1u) && tuning->builds[b] != NULL) {
+        kernel = tuning->builds[b];
+        build = tuning->names[b];
+        break;
+      }
+    }
+  }
 
   cudaError_t err;
   if (shared_bytes > CUDA_DEFAULT_DYNAMIC_SHARED && !staged) {

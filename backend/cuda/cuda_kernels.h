@@ -113,12 +113,16 @@ __device__ __forceinline__ bool aligned16(const void *p) {
  * thread are in flight; the last round is predicated rather than run one
  * item at a time, which matters when a thread has only a few items (a
  * 64 MiB elementwise cell gives each thread about two). load(i) is called
- * in increasing order of i (loaders may keep a running cursor). */
-template <int U, class Load, class Use>
-__device__ __forceinline__ void strided_unrolled(long long begin, long long end, long long step,
-                                                 Load load, Use use) {
+ * in increasing order of i (loaders may keep a running cursor). The index
+ * type I is long long unless named (the lean ELEM builds use unsigned: the
+ * host keeps their indices below 2^31); the arguments never deduce it. */
+template <class T> struct NonDeduced { using type = T; };
+template <int U, class I = long long, class Load, class Use>
+__device__ __forceinline__ void
+strided_unrolled(typename NonDeduced<I>::type begin, typename NonDeduced<I>::type end,
+                 typename NonDeduced<I>::type step, Load load, Use use) {
   using Item = decltype(load(begin));
-  long long i = begin;
+  I i = begin;
   for (; i + (U - 1) * step < end; i += U * step) {
     Item items[U];
 #pragma unroll
@@ -165,11 +169,11 @@ __device__ __forceinline__ void elem_flat(long long n, bool vec, LoadV load_vec,
 
 /* The (row, column) of a flat row-major index that advances by a fixed step:
  * one 64-bit division at the start, then an add and a compare per step. */
-struct RowColCursor {
-  long long i, j;   /* current row and column */
-  long long di, dj; /* the step as whole rows plus 0 <= dj < cols */
-  long long cols;
-  __device__ __forceinline__ RowColCursor(long long start, long long step, long long n_cols) {
+template <class I> struct RowColCursorOf {
+  I i, j;   /* current row and column */
+  I di, dj; /* the step as whole rows plus 0 <= dj < cols */
+  I cols;
+  __device__ __forceinline__ RowColCursorOf(I start, I step, I n_cols) {
     cols = n_cols;
     i = quotient(start, cols);
     j = start - i * cols;
@@ -179,9 +183,11 @@ struct RowColCursor {
   /* a / b for a >= 0, b > 0: a 32-bit division when both fit, as they do
    * below 2^32 elements (a 64-bit one is a long subroutine, and every
    * thread of an ELEM kernel divides twice before its first load) */
-  static __device__ __forceinline__ long long quotient(long long a, long long b) {
-    if ((((unsigned long long)a | (unsigned long long)b) >> 32) == 0)
-      return (long long)((unsigned)a / (unsigned)b);
+  static __device__ __forceinline__ I quotient(I a, I b) {
+    if constexpr (sizeof(I) > 4) {
+      if ((((unsigned long long)a | (unsigned long long)b) >> 32) == 0)
+        return (I)((unsigned)a / (unsigned)b);
+    }
     return a / b;
   }
   __device__ __forceinline__ void advance() {
@@ -193,6 +199,7 @@ struct RowColCursor {
     }
   }
 };
+using RowColCursor = RowColCursorOf<long long>;
 
 /* A read-only [M, N] operand with element strides (0 broadcasts). */
 struct View2D {
@@ -990,6 +997,66 @@ __device__ __forceinline__ float dropout_apply(float v, long long seed, long lon
   return fp_dropout_keep((fp_u64)seed, (fp_u64)index, p) ? v * scale : 0.0f;
 }
 
+/* ---- lean ELEM builds ------------------------------------------------------
+ * elem_map_2d settles its schedule in every thread, in 64-bit indices, and
+ * so carries all three: 45-69 KB of code for each fused elementwise kernel,
+ * and many instructions per thread before its first load (ncu, H100,
+ * 2026-11-24: bias_dropout_add at 1024 x 1024 issued 223 instructions per
+ * warp for one float4 per thread; Inductor's kernel, 118 for two). A lean
+ * build is the same function for one schedule in 32-bit offsets; the host
+ * launches it only where the arguments meet its precondition
+ * (fp_cuda_plan_elem_builds, cuda_plan.h), elem_map_2d elsewhere:
+ *   flat32    every operand row-major contiguous and 16-byte aligned,
+ *             n % 4 == 0: float4 items over the flat index;
+ *   rowvec32  N % 4 == 0, every operand row-contiguous (s1 == 1) with a
+ *             row stride s0 >= 0, s0 % 4 == 0 (0: a row broadcast) and a
+ *             16-byte aligned base: float4 items that never straddle a row.
+ * Both: every element offset and 4 * (grid * block) below 2^31. */
+template <int U, int NIN, class F>
+__device__ __forceinline__ void elem_flat32(float *out, const float *const (&in)[NIN], unsigned n,
+                                            F f) {
+  struct Item {
+    float4 x[NIN];
+  };
+  const unsigned first = blockIdx.x * blockDim.x + threadIdx.x, step = gridDim.x * blockDim.x;
+  strided_unrolled<U, unsigned>(
+      first, n >> 2, step,
+      [&](unsigned v) {
+        Item it;
+#pragma unroll
+        for (int k = 0; k < NIN; ++k)
+          it.x[k] = ldg4(in[k] + 4 * v);
+        return it;
+      },
+      [&](unsigned v, const Item &it) { st4(out + 4 * v, apply4(it.x, 4 * (long long)v, f)); });
+}
+
+template <int U, int NIN, class F>
+__device__ __forceinline__ void
+elem_rowvec32(float *out, unsigned so0, const float *const (&in)[NIN], const unsigned (&s0)[NIN],
+              unsigned M, unsigned N, F f) {
+  struct Item {
+    float4 x[NIN];
+    unsigned out_offset;
+  };
+  const unsigned first = blockIdx.x * blockDim.x + threadIdx.x, step = gridDim.x * blockDim.x;
+  RowColCursorOf<unsigned> cur(4 * first, 4 * step, N); /* vector v = elements 4v..4v+3 */
+  strided_unrolled<U, unsigned>(
+      first, (M * N) >> 2, step,
+      [&](unsigned) {
+        Item it;
+#pragma unroll
+        for (int k = 0; k < NIN; ++k)
+          it.x[k] = ldg4(in[k] + (cur.i * s0[k] + cur.j));
+        it.out_offset = cur.i * so0 + cur.j;
+        cur.advance();
+        return it;
+      },
+      [&](unsigned v, const Item &it) {
+        st4(out + it.out_offset, apply4(it.x, 4 * (long long)v, f));
+      });
+}
+
 /* ---- the builds of a row kernel ------------------------------------------------
  * FPCU_ROWS_<TEAM>(call) declares `team` and runs call, a row loop over it;
  * the cluster form ends with cluster_done() and traps where clusters do
@@ -1043,6 +1110,20 @@ inline fp_cuda_tuning rows_tuning(const void *long_rows, const void *warp_short,
   t.offer.long_vectors = long_vectors;
   t.offer.full_block = full_block;
   t.offer.stage_rows = stage_rows;
+  return t;
+}
+
+/* The tuning entry of an ELEM kernel: its lean builds (NULL where it has
+ * none), slots of fp_elem_build. */
+inline fp_cuda_tuning elem_tuning(const void *flat32, const void *rowvec32,
+                                  const void *rowvec32_training) {
+  fp_cuda_tuning t = {};
+  t.builds[FP_ELEM_FLAT32] = flat32;
+  t.builds[FP_ELEM_ROWVEC32] = rowvec32;
+  t.builds[FP_ELEM_ROWVEC32_TRAINING] = rowvec32_training;
+  t.names[FP_ELEM_FLAT32] = " (lean build, flat)";
+  t.names[FP_ELEM_ROWVEC32] = " (lean build, rows)";
+  t.names[FP_ELEM_ROWVEC32_TRAINING] = " (lean build, rows, training)";
   return t;
 }
 

@@ -232,3 +232,35 @@ uint32_t fp_cuda_plan_elem(fp_elem_grid_policy policy, int64_t n, bool three_str
     grid = max_grid;
   return grid < 1 ? 1 : (uint32_t)grid;
 }
+
+unsigned fp_cuda_plan_elem_builds(int64_t M, int64_t N, const fp_elem_operand *operands, int count,
+                                  bool training, uint64_t threads) {
+  const int64_t limit = INT32_MAX; /* offsets and indices in 32 bits, signed to be safe */
+  if (M < 1 || N < 1 || count < 1 || M > limit / N || threads > (uint64_t)limit / 4)
+    return 0;
+  bool flat = !training && (M * N) % 4 == 0, rowvec = N % 4 == 0;
+  for (int k = 0; k < count; ++k) {
+    const fp_elem_operand *o = &operands[k];
+    const bool aligned = o->address % 16 == 0;
+    flat = flat && aligned && (M == 1 || o->s0 == N) && (N == 1 || o->s1 == 1);
+    rowvec = rowvec && aligned && o->s1 == 1 && o->s0 >= 0 && o->s0 % 4 == 0 &&
+             (M == 1 || o->s0 <= (limit - N) / (M - 1)); /* (M-1)*s0 + N-1 < 2^31 */
+  }
+  unsigned fit = 0;
+  if (flat)
+    fit |= 1u << FP_ELEM_FLAT32;
+  if (rowvec)
+    fit |= 1u << (training ? FP_ELEM_ROWVEC32_TRAINING : FP_ELEM_ROWVEC32);
+  return fit;
+}
+
+bool fp_elem_builds_from_env(const char *value, bool *lean) {
+  *lean = true;
+  if (value == NULL || value[0] == '\0' || strcmp(value, "lean") == 0)
+    return true;
+  if (strcmp(value, "registered") == 0) {
+    *lean = false;
+    return true;
+  }
+  return false;
+}

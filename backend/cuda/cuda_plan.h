@@ -131,6 +131,42 @@ bool fp_elem_grid_policy_from_env(const char *value, fp_elem_grid_policy *policy
 uint32_t fp_cuda_plan_elem(fp_elem_grid_policy policy, int64_t n, bool three_streams,
                            uint32_t host_groups, uint32_t block, int sm_count, uint32_t max_grid);
 
+/* ---- lean ELEM builds -------------------------------------------------------
+ * The fused elementwise kernels may have lean builds (cuda_kernels.h): the
+ * same function written for one schedule in 32-bit offsets, slots of
+ * fp_cuda_tuning.builds (rows false). FUSEPORT_CUDA_ELEM_BUILDS=registered
+ * keeps the registered build everywhere; "lean" or unset, the default,
+ * launches a lean build wherever one fits. */
+typedef enum fp_elem_build {
+  FP_ELEM_FLAT32 = 0,            /* every operand flat, no dropout */
+  FP_ELEM_ROWVEC32 = 1,          /* float4 along rows, no dropout */
+  FP_ELEM_ROWVEC32_TRAINING = 2, /* the same with bias_dropout_add's dropout */
+  FP_ELEM_BUILD_COUNT = 3
+} fp_elem_build;
+
+/* An operand of an ELEM kernel over a logical [M, N]: its base address and
+ * element strides (0 broadcasts). */
+typedef struct fp_elem_operand {
+  uint64_t address;
+  int64_t s0, s1;
+} fp_elem_operand;
+
+/* The lean builds that compute these arguments exactly (bit b: fp_elem_build
+ * b), for `count` operands (output first) over [M, N], launched with
+ * `threads` threads in all; `training`: the dropout path runs, which only
+ * ROWVEC32_TRAINING has. Each build's precondition (cuda_kernels.h):
+ *   FLAT32     every operand flat ((M == 1 or s0 == N) and (N == 1 or
+ *              s1 == 1)) and 16-byte aligned, M*N % 4 == 0;
+ *   ROWVEC32*  N % 4 == 0, every operand s1 == 1, s0 >= 0, s0 % 4 == 0,
+ *              16-byte aligned, its last offset (M-1)*s0 + N-1 < 2^31;
+ *   both       M*N < 2^31 and 4 * threads < 2^31 (32-bit indices). */
+unsigned fp_cuda_plan_elem_builds(int64_t M, int64_t N, const fp_elem_operand *operands, int count,
+                                  bool training, uint64_t threads);
+
+/* Parses FUSEPORT_CUDA_ELEM_BUILDS (NULL or empty: lean): *lean, and false
+ * for anything but "lean" and "registered". */
+bool fp_elem_builds_from_env(const char *value, bool *lean);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,6 +13,29 @@
 
 using namespace fpcu;
 
+/* ---- the element functions, shared by each kernel's builds ---------------- */
+
+struct PointwiseChain { /* y=cos(x); x=x*y; y=max(x,y); out=x+y */
+  __device__ float operator()(const float (&a)[1], long long) const {
+    return fp_pointwise_chain(a[0]);
+  }
+};
+struct BiasGelu { /* gelu_tanh(inp + bias) */
+  __device__ float operator()(const float (&a)[2], long long) const {
+    return fp_gelu_tanh(a[0] + a[1]);
+  }
+};
+struct BiasAdd { /* res + (inp + bias): bias_dropout_add when not training */
+  __device__ float operator()(const float (&a)[3], long long) const { return a[2] + (a[0] + a[1]); }
+};
+struct BiasDropoutAdd { /* res + dropout(inp + bias), the counter the logical index */
+  long long seed;
+  float p, scale;
+  __device__ float operator()(const float (&a)[3], long long e) const {
+    return a[2] + dropout_apply(a[0] + a[1], seed, e, p, scale);
+  }
+};
+
 /* ---- kernels ----------------------------------------------------------------- */
 
 /* pointwise_chain_fused(out, x, n)                                     ELEM
@@ -20,8 +43,7 @@ using namespace fpcu;
 static __global__ void __launch_bounds__(kMaxBlock, 1)
     pointwise_chain_fused(float *out, const float *x, long long n) {
   const View2D in[1] = {{x, 0, 1}}; /* [1, n] */
-  elem_map_2d<4>(out, 0, 1, in, 1, n,
-                 [](const float(&a)[1], long long) { return fp_pointwise_chain(a[0]); });
+  elem_map_2d<4>(out, 0, 1, in, 1, n, PointwiseChain{});
 }
 
 /* bias_gelu_fused(out, inp, bias, M, N)                                ELEM
@@ -29,8 +51,7 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
 static __global__ void __launch_bounds__(kMaxBlock, 1)
     bias_gelu_fused(float *out, const float *inp, const float *bias, long long M, long long N) {
   const View2D in[2] = {{inp, N, 1}, {bias, 0, 1}};
-  elem_map_2d<4>(out, N, 1, in, M, N,
-                 [](const float(&a)[2], long long) { return fp_gelu_tanh(a[0] + a[1]); });
+  elem_map_2d<4>(out, N, 1, in, M, N, BiasGelu{});
 }
 
 /* bias_dropout_add_fused(out, inp, bias, res, M, N, sb0, sb1, sr0, sr1,
@@ -44,14 +65,52 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
                            long long seed, int training) {
   const View2D in[3] = {{inp, N, 1}, {bias, sb0, sb1}, {res, sr0, sr1}};
   if (training)
-    elem_map_2d<2>(out, so0, so1, in, M, N, [=](const float(&a)[3], long long e) {
-      return a[2] + dropout_apply(a[0] + a[1], seed, e, p, scale);
-    });
+    elem_map_2d<2>(out, so0, so1, in, M, N, BiasDropoutAdd{seed, p, scale});
   else
-    elem_map_2d<2>(out, so0, so1, in, M, N,
-                   [](const float(&a)[3], long long) { return a[2] + (a[0] + a[1]); });
+    elem_map_2d<2>(out, so0, so1, in, M, N, BiasAdd{});
 }
 
+/* ---- lean builds (cuda_kernels.h): the same signatures and results, for
+ * the arguments fp_cuda_plan_elem_builds (cuda_plan.h) lets them take; the
+ * arguments their schedule implies go unnamed. */
+
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    pointwise_chain_fused_flat32(float *out, const float *x, long long n) {
+  const float *const in[1] = {x};
+  elem_flat32<4>(out, in, (unsigned)n, PointwiseChain{});
+}
+
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    bias_gelu_fused_rowvec32(float *out, const float *inp, const float *bias, long long M,
+                             long long N) {
+  const float *const in[2] = {inp, bias};
+  const unsigned s0[2] = {(unsigned)N, 0u};
+  elem_rowvec32<4>(out, (unsigned)N, in, s0, (unsigned)M, (unsigned)N, BiasGelu{});
+}
+
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    bias_dropout_add_fused_rowvec32(float *out, const float *inp, const float *bias,
+                                    const float *res, long long M, long long N, long long sb0,
+                                    long long, long long sr0, long long, long long so0, long long,
+                                    float, float, long long, int) {
+  const float *const in[3] = {inp, bias, res};
+  const unsigned s0[3] = {(unsigned)N, (unsigned)sb0, (unsigned)sr0};
+  elem_rowvec32<2>(out, (unsigned)so0, in, s0, (unsigned)M, (unsigned)N, BiasAdd{});
+}
+
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    bias_dropout_add_fused_rowvec32_training(float *out, const float *inp, const float *bias,
+                                             const float *res, long long M, long long N,
+                                             long long sb0, long long, long long sr0, long long,
+                                             long long so0, long long, float p, float scale,
+                                             long long seed, int) {
+  const float *const in[3] = {inp, bias, res};
+  const unsigned s0[3] = {(unsigned)N, (unsigned)sb0, (unsigned)sr0};
+  elem_rowvec32<2>(out, (unsigned)so0, in, s0, (unsigned)M, (unsigned)N,
+                   BiasDropoutAdd{seed, p, scale});
+}
+
+#ifndef FPCU_EMULATION /* static shared memory, which tests/cuda_emu does not model */
 /* bias_dropout_add_fused_t: same arguments and result;                 TILE
  * meant for a column-major output (so0 == 1) and residual with the
  * row-major inp. Block (32, 8) (the backend checks it) handles 32x32 tiles:
@@ -117,14 +176,23 @@ static __global__ void __launch_bounds__(256, 6) /* 6 blocks: sm_86 holds 1536 t
     }
   }
 }
+#endif
 
 extern "C" void fp_cuda_register_elementwise(const void *table[FPK_COUNT]) {
   table[FPK_pointwise_chain_fused] = reinterpret_cast<const void *>(&pointwise_chain_fused);
   table[FPK_bias_gelu_fused] = reinterpret_cast<const void *>(&bias_gelu_fused);
   table[FPK_bias_dropout_add_fused] = reinterpret_cast<const void *>(&bias_dropout_add_fused);
+#ifndef FPCU_EMULATION
   table[FPK_bias_dropout_add_fused_t] = reinterpret_cast<const void *>(&bias_dropout_add_fused_t);
+#endif
 }
 
 extern "C" void fp_cuda_register_tuning_elementwise(fp_cuda_tuning table[FPK_COUNT]) {
-  (void)table; /* one build per kernel */
+  table[FPK_pointwise_chain_fused] =
+      elem_tuning(reinterpret_cast<const void *>(&pointwise_chain_fused_flat32), nullptr, nullptr);
+  table[FPK_bias_gelu_fused] =
+      elem_tuning(nullptr, reinterpret_cast<const void *>(&bias_gelu_fused_rowvec32), nullptr);
+  table[FPK_bias_dropout_add_fused] =
+      elem_tuning(nullptr, reinterpret_cast<const void *>(&bias_dropout_add_fused_rowvec32),
+                  reinterpret_cast<const void *>(&bias_dropout_add_fused_rowvec32_training));
 }

@@ -37,6 +37,11 @@ typedef void (*BackwardFn)(float *, const float *, const float *, long long, lon
 typedef void (*LayerNormFn)(float *, float *, float *, const float *, const float *, const float *,
                             long long, long long, float);
 typedef void (*HReduceFn)(float *, float *, const float *, long long, long long);
+typedef void (*PointwiseFn)(float *, const float *, long long);
+typedef void (*BiasGeluFn)(float *, const float *, const float *, long long, long long);
+typedef void (*BiasDropoutAddFn)(float *, const float *, const float *, const float *, long long,
+                                 long long, long long, long long, long long, long long, long long,
+                                 long long, float, float, long long, int);
 
 struct Kernels {
   const void *registered[FPK_COUNT] = {};
@@ -46,6 +51,8 @@ struct Kernels {
     fp_cuda_register_tuning_reduce(tuning);
     fp_cuda_register_horizontal(registered);
     fp_cuda_register_tuning_horizontal(tuning);
+    fp_cuda_register_elementwise(registered);
+    fp_cuda_register_tuning_elementwise(tuning);
   }
   /* build -1: the registered one */
   const void *get(fp_kernel_id id, int build) const {
@@ -325,6 +332,174 @@ void test_hreduce_reduce(void **) {
   test_hreduce(FPK_hreduce_reduce_fused, "hreduce_reduce_fused");
 }
 
+/* ---- the lean ELEM builds (cuda_kernels.h) ----
+ * Each lean build against the registered kernel on the same arguments (the
+ * same float operations: equal to the bit) and against float64, on shapes
+ * within the build's precondition, which the planner must agree with
+ * (fp_cuda_plan_elem_builds); grids from fewer threads than float4 items
+ * (grid-stride rounds, a predicated last round) to more. Outputs are
+ * poisoned with NaN, and padded output rows must keep their padding. */
+struct ElemCase {
+  long long M, N;
+  unsigned grid, block;
+};
+const ElemCase kElemCases[] = {{1, 4, 1, 32}, {3, 8, 1, 32},   {5, 12, 2, 32},   {7, 1000, 3, 64},
+                               {2, 4, 4, 64}, {33, 36, 2, 64}, {1, 4100, 1, 32}, {64, 128, 8, 64}};
+
+std::string elem_what(const char *name, const char *build, const ElemCase &c, const char *more) {
+  char s[200];
+  std::snprintf(s, sizeof s, "%s %s, %lldx%lld, grid %u block %u%s", name, build, c.M, c.N, c.grid,
+                c.block, more);
+  return s;
+}
+
+bool elem_launch(const ElemCase &c, const std::function<void()> &kernel) {
+  return fpemu::launch(c.grid, c.block, 1, kernel);
+}
+
+/* got (rows of stride ld) against want ([M, N]): |got - want| <= tol *
+ * (|want| + 1); the padding of each row, beyond N, still NaN. */
+void expect_elem(const std::string &what, const float *got, long long ld,
+                 const std::vector<double> &want, long long M, long long N, double tol) {
+  for (long long i = 0; i < M; ++i) {
+    for (long long j = 0; j < N; ++j) {
+      const double g = got[i * ld + j], w = want[i * N + j];
+      if (!(std::fabs(g - w) <= tol * (std::fabs(w) + 1.0)))
+        fail_msg("%s: element (%lld, %lld) is %.9g, expected %.9g", what.c_str(), i, j, g, w);
+    }
+    for (long long j = N; j < ld && i + 1 < M; ++j)
+      if (!std::isnan(got[i * ld + j]))
+        fail_msg("%s: padding (%lld, %lld) written", what.c_str(), i, j);
+  }
+}
+
+void expect_same(const std::string &what, const float *a, const float *b, size_t n) {
+  for (size_t k = 0; k < n; ++k)
+    if (std::memcmp(a + k, b + k, sizeof(float)) != 0)
+      fail_msg("%s: element %zu is %.9g, the registered build's %.9g", what.c_str(), k, a[k], b[k]);
+}
+
+uint64_t address_of(const float *p) { return (uint64_t) reinterpret_cast<uintptr_t>(p); }
+
+void test_elem_pointwise_chain(void **) {
+  const fp_kernel_id id = FPK_pointwise_chain_fused;
+  PointwiseFn registered = reinterpret_cast<PointwiseFn>(kernels().get(id, -1));
+  PointwiseFn lean = reinterpret_cast<PointwiseFn>(kernels().get(id, FP_ELEM_FLAT32));
+  assert_non_null(registered);
+  assert_non_null(lean);
+  for (const ElemCase &c : kElemCases) {
+    const long long n = c.M * c.N;
+    const std::string what = elem_what("pointwise_chain_fused", "flat32", c, "");
+    Array x(n, false, 0.0f), a(n, false, NAN), b(n, false, NAN);
+    fill_random(x.p, n, 3 + (unsigned)n, -4.0f, 4.0f);
+    const fp_elem_operand ops[2] = {{address_of(a.p), n, 1}, {address_of(x.p), n, 1}};
+    if (!(fp_cuda_plan_elem_builds(1, n, ops, 2, false, (uint64_t)c.grid * c.block) &
+          (1u << FP_ELEM_FLAT32)))
+      fail_msg("%s: the planner refuses the case", what.c_str());
+    if (!elem_launch(c, [&] { lean(a.p, x.p, n); }) ||
+        !elem_launch(c, [&] { registered(b.p, x.p, n); }))
+      fail_msg("%s: trapped", what.c_str());
+    std::vector<double> want(n);
+    for (long long k = 0; k < n; ++k) {
+      double v = x.p[k], y = std::cos(v);
+      v = v * y;
+      y = std::fmax(v, y);
+      want[k] = v + y;
+    }
+    expect_elem(what, a.p, n, want, 1, n, 1e-5);
+    expect_same(what, a.p, b.p, (size_t)n);
+  }
+}
+
+void test_elem_bias_gelu(void **) {
+  const fp_kernel_id id = FPK_bias_gelu_fused;
+  BiasGeluFn registered = reinterpret_cast<BiasGeluFn>(kernels().get(id, -1));
+  BiasGeluFn lean = reinterpret_cast<BiasGeluFn>(kernels().get(id, FP_ELEM_ROWVEC32));
+  assert_non_null(registered);
+  assert_non_null(lean);
+  for (const ElemCase &c : kElemCases) {
+    const long long M = c.M, N = c.N, n = M * N;
+    const std::string what = elem_what("bias_gelu_fused", "rowvec32", c, "");
+    Array inp(n, false, 0.0f), bias(N, false, 0.0f), a(n, false, NAN), b(n, false, NAN);
+    fill_random(inp.p, n, 5 + (unsigned)n, -3.0f, 3.0f);
+    fill_random(bias.p, N, 6 + (unsigned)N, -1.0f, 1.0f);
+    const fp_elem_operand ops[3] = {
+        {address_of(a.p), N, 1}, {address_of(inp.p), N, 1}, {address_of(bias.p), 0, 1}};
+    if (!(fp_cuda_plan_elem_builds(M, N, ops, 3, false, (uint64_t)c.grid * c.block) &
+          (1u << FP_ELEM_ROWVEC32)))
+      fail_msg("%s: the planner refuses the case", what.c_str());
+    if (!elem_launch(c, [&] { lean(a.p, inp.p, bias.p, M, N); }) ||
+        !elem_launch(c, [&] { registered(b.p, inp.p, bias.p, M, N); }))
+      fail_msg("%s: trapped", what.c_str());
+    std::vector<double> want(n);
+    for (long long i = 0; i < M; ++i)
+      for (long long j = 0; j < N; ++j) {
+        const double v = (double)inp.p[i * N + j] + bias.p[j];
+        want[i * N + j] =
+            0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+      }
+    expect_elem(what, a.p, N, want, M, N, 1e-5);
+    expect_same(what, a.p, b.p, (size_t)n);
+  }
+}
+
+/* bias_dropout_add: bias broadcast along rows or a full [M, N] with padded
+ * rows, a residual and an output with padded rows (strides N + 4, N + 8),
+ * training and not. Training draws the same mask in both builds; without
+ * it the result is res + inp + bias. */
+void test_elem_bias_dropout_add(void **) {
+  const fp_kernel_id id = FPK_bias_dropout_add_fused;
+  BiasDropoutAddFn registered = reinterpret_cast<BiasDropoutAddFn>(kernels().get(id, -1));
+  assert_non_null(registered);
+  for (int training = 0; training < 2; ++training)
+    for (bool padded : {false, true})
+      for (const ElemCase &c : kElemCases) {
+        const fp_elem_build build = training ? FP_ELEM_ROWVEC32_TRAINING : FP_ELEM_ROWVEC32;
+        BiasDropoutAddFn lean = reinterpret_cast<BiasDropoutAddFn>(kernels().get(id, build));
+        assert_non_null(lean);
+        const long long M = c.M, N = c.N, n = M * N;
+        const long long sb0 = padded ? N + 4 : 0, sr0 = padded ? N + 4 : N,
+                        so0 = padded ? N + 8 : N;
+        const std::string what =
+            elem_what("bias_dropout_add_fused", training ? "rowvec32 training" : "rowvec32", c,
+                      padded ? ", padded rows" : "");
+        Array inp(n, false, 0.0f), bias(padded ? M * sb0 : N, false, 0.0f),
+            res(M * sr0, false, 0.0f), a(M * so0, false, NAN), b(M * so0, false, NAN);
+        fill_random(inp.p, n, 8 + (unsigned)n, -2.0f, 2.0f);
+        fill_random(bias.p, padded ? M * sb0 : N, 9 + (unsigned)N, -1.0f, 1.0f);
+        fill_random(res.p, M * sr0, 10 + (unsigned)n, -2.0f, 2.0f);
+        const fp_elem_operand ops[4] = {{address_of(a.p), so0, 1},
+                                        {address_of(inp.p), N, 1},
+                                        {address_of(bias.p), sb0, 1},
+                                        {address_of(res.p), sr0, 1}};
+        if (!(fp_cuda_plan_elem_builds(M, N, ops, 4, training != 0, (uint64_t)c.grid * c.block) &
+              (1u << build)))
+          fail_msg("%s: the planner refuses the case", what.c_str());
+        const float p = 0.3f, scale = 1.0f / 0.7f;
+        const long long seed = 20230814;
+        if (!elem_launch(c,
+                         [&] {
+                           lean(a.p, inp.p, bias.p, res.p, M, N, sb0, 1, sr0, 1, so0, 1, p, scale,
+                                seed, training);
+                         }) ||
+            !elem_launch(c, [&] {
+              registered(b.p, inp.p, bias.p, res.p, M, N, sb0, 1, sr0, 1, so0, 1, p, scale, seed,
+                         training);
+            }))
+          fail_msg("%s: trapped", what.c_str());
+        std::vector<double> want(n);
+        for (long long i = 0; i < M; ++i)
+          for (long long j = 0; j < N; ++j) {
+            double v = (double)inp.p[i * N + j] + bias.p[i * sb0 + j];
+            if (training)
+              v = fp_dropout_keep((fp_u64)seed, (fp_u64)(i * N + j), p) ? v * scale : 0.0;
+            want[i * N + j] = res.p[i * sr0 + j] + v;
+          }
+        expect_elem(what, a.p, so0, want, M, N, 1e-5);
+        expect_same(what, a.p, b.p, (size_t)(M * so0));
+      }
+}
+
 /* The emulation itself: a trap is reported, not swallowed. */
 void test_trap_is_reported(void **) {
   assert_false(fpemu::launch(1, 32, 1, [] { __trap(); }));
@@ -335,10 +510,12 @@ void test_trap_is_reported(void **) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_trap_is_reported),  cmocka_unit_test(test_softmax),
-      cmocka_unit_test(test_double_softmax),    cmocka_unit_test(test_norm_chain),
-      cmocka_unit_test(test_softmax_backward),  cmocka_unit_test(test_layernorm),
-      cmocka_unit_test(test_hreduce_pointwise), cmocka_unit_test(test_hreduce_reduce),
+      cmocka_unit_test(test_trap_is_reported),      cmocka_unit_test(test_softmax),
+      cmocka_unit_test(test_double_softmax),        cmocka_unit_test(test_norm_chain),
+      cmocka_unit_test(test_softmax_backward),      cmocka_unit_test(test_layernorm),
+      cmocka_unit_test(test_hreduce_pointwise),     cmocka_unit_test(test_hreduce_reduce),
+      cmocka_unit_test(test_elem_pointwise_chain),  cmocka_unit_test(test_elem_bias_gelu),
+      cmocka_unit_test(test_elem_bias_dropout_add),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
