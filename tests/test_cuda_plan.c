@@ -443,6 +443,22 @@ static void test_elem_builds(void **state) {
   assert_int_equal(elem_fit(4, 3, sq, 2, false, threads), flat);
   sq[1].s0 = 4; /* padded rows are not flat */
   assert_int_equal(elem_fit(4, 3, sq, 2, false, threads), 0);
+  /* the lean grid: no more blocks than chunks of U * block float4 (U only
+   * where that leaves FP_ELEM_MIN_CHUNKS of them, else 1) */
+  const uint32_t blk = 256, min_u4 = FP_ELEM_MIN_CHUNKS * 4 * blk; /* float4 for U = 4 */
+  assert_int_equal(fp_cuda_plan_elem_lean_grid(1056, 128 * 128, 4, blk), 16);
+  assert_int_equal(fp_cuda_plan_elem_lean_grid(8, 128 * 128, 4, blk), 8);
+  /* just below: one float4 per thread, min_u4 - 1 of them */
+  assert_int_equal(fp_cuda_plan_elem_lean_grid(1056, 4 * (int64_t)min_u4 - 4, 4, blk),
+                   FP_ELEM_MIN_CHUNKS * 4);
+  assert_int_equal(fp_cuda_plan_elem_lean_grid(300, 4 * (int64_t)min_u4 - 4, 4, blk), 300);
+  assert_int_equal(fp_cuda_plan_elem_lean_grid(1056, 4 * (int64_t)min_u4, 4, blk),
+                   FP_ELEM_MIN_CHUNKS);
+  assert_int_equal(fp_cuda_plan_elem_lean_grid(1056, 4 * (int64_t)min_u4 + 4, 4, blk),
+                   FP_ELEM_MIN_CHUNKS + 1);
+  assert_int_equal(fp_cuda_plan_elem_lean_grid(1056, (int64_t)1 << 20, 2, blk), 512);
+  assert_int_equal(fp_cuda_plan_elem_lean_grid(1056, 4, 4, blk), 1);
+  assert_int_equal(fp_cuda_plan_elem_lean_grid(1056, 0, 4, blk), 1056);
   bool lean = false;
   assert_true(fp_elem_builds_from_env(NULL, &lean) && lean);
   assert_true(fp_elem_builds_from_env("", &lean) && lean);

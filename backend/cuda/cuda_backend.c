@@ -818,6 +818,10 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
       if ((fit >> b & 1u) && tuning->builds[b] != NULL) {
         kernel = tuning->builds[b];
         build = tuning->names[b];
+        grid[0] = fp_cuda_plan_elem_lean_grid(
+            grid[0], elem_m * elem_n,
+            id == FPK_bias_dropout_add_fused ? FP_ELEM_UNROLL_THREE_STREAMS : FP_ELEM_UNROLL,
+            block[0]);
         break;
       }
     }

@@ -113,16 +113,12 @@ __device__ __forceinline__ bool aligned16(const void *p) {
  * thread are in flight; the last round is predicated rather than run one
  * item at a time, which matters when a thread has only a few items (a
  * 64 MiB elementwise cell gives each thread about two). load(i) is called
- * in increasing order of i (loaders may keep a running cursor). The index
- * type I is long long unless named (the lean ELEM builds use unsigned: the
- * host keeps their indices below 2^31); the arguments never deduce it. */
-template <class T> struct NonDeduced { using type = T; };
-template <int U, class I = long long, class Load, class Use>
-__device__ __forceinline__ void
-strided_unrolled(typename NonDeduced<I>::type begin, typename NonDeduced<I>::type end,
-                 typename NonDeduced<I>::type step, Load load, Use use) {
+ * in increasing order of i (loaders may keep a running cursor). */
+template <int U, class Load, class Use>
+__device__ __forceinline__ void strided_unrolled(long long begin, long long end, long long step,
+                                                 Load load, Use use) {
   using Item = decltype(load(begin));
-  I i = begin;
+  long long i = begin;
   for (; i + (U - 1) * step < end; i += U * step) {
     Item items[U];
 #pragma unroll
@@ -169,11 +165,11 @@ __device__ __forceinline__ void elem_flat(long long n, bool vec, LoadV load_vec,
 
 /* The (row, column) of a flat row-major index that advances by a fixed step:
  * one 64-bit division at the start, then an add and a compare per step. */
-template <class I> struct RowColCursorOf {
-  I i, j;   /* current row and column */
-  I di, dj; /* the step as whole rows plus 0 <= dj < cols */
-  I cols;
-  __device__ __forceinline__ RowColCursorOf(I start, I step, I n_cols) {
+struct RowColCursor {
+  long long i, j;   /* current row and column */
+  long long di, dj; /* the step as whole rows plus 0 <= dj < cols */
+  long long cols;
+  __device__ __forceinline__ RowColCursor(long long start, long long step, long long n_cols) {
     cols = n_cols;
     i = quotient(start, cols);
     j = start - i * cols;
@@ -183,11 +179,9 @@ template <class I> struct RowColCursorOf {
   /* a / b for a >= 0, b > 0: a 32-bit division when both fit, as they do
    * below 2^32 elements (a 64-bit one is a long subroutine, and every
    * thread of an ELEM kernel divides twice before its first load) */
-  static __device__ __forceinline__ I quotient(I a, I b) {
-    if constexpr (sizeof(I) > 4) {
-      if ((((unsigned long long)a | (unsigned long long)b) >> 32) == 0)
-        return (I)((unsigned)a / (unsigned)b);
-    }
+  static __device__ __forceinline__ long long quotient(long long a, long long b) {
+    if ((((unsigned long long)a | (unsigned long long)b) >> 32) == 0)
+      return (long long)((unsigned)a / (unsigned)b);
     return a / b;
   }
   __device__ __forceinline__ void advance() {
@@ -199,7 +193,6 @@ template <class I> struct RowColCursorOf {
     }
   }
 };
-using RowColCursor = RowColCursorOf<long long>;
 
 /* A read-only [M, N] operand with element strides (0 broadcasts). */
 struct View2D {
@@ -229,10 +222,33 @@ struct View2D {
 
 /* ---- 128-bit accesses and float4 arithmetic ------------------------------- */
 
-/* p must be 16-byte aligned; the data must not be written by the kernel
- * before it is read (ld.global.nc). */
+/* A 16-byte load, p 16-byte aligned, of data the kernel does not write
+ * before reading it; marked evict_last in L1 and L2, as torch.compile's
+ * Inductor marks its loads (eviction_policy='evict_last'). Against the
+ * ld.global.nc it replaced, on an H100 after the bench's L2 write flush,
+ * three alternating rounds on cells of 64 KiB-32 MiB (2026-11-24,
+ * docs/results/2026-11-24-h100-evict-last/): geometric mean time over 12
+ * shapes 0.80-0.92x for the row ops (softmax_backward 256 x 2048 8.19 ->
+ * 6.21 us, layernorm 1024 x 1024 9.82 -> 7.23) and, in the lean ELEM
+ * builds, bias_dropout_add 1024 x 1024 9.82 -> 7.39. Part of that, on cells
+ * that fit in L2, is the hint outliving the flush: lines a repetition
+ * loaded evict_last outrank the flush's and are still there for the next
+ * (bench/probes/evict_last.cu: a 12 MiB copy after an evict_last load and a
+ * 100 MiB write flush 12.1 us, after a normal load 14.0); torch.compile's
+ * kernels get the same, so both sides are timed alike (docs/PERF.md).
+ * Before sm_80 (no cache hints): ld.global.nc. */
 __device__ __forceinline__ float4 ldg4(const float *p) {
+#if !defined(FPCU_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned long long policy;
+  float4 v;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile("ld.global.L1::evict_last.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p), "l"(policy));
+  return v;
+#else
   return __ldg(reinterpret_cast<const float4 *>(p));
+#endif
 }
 /* A read-once stream: ld.global.cs marks the lines evict-first, so the
  * stream displaces its own lines rather than what the L2 held before the
@@ -1011,16 +1027,69 @@ __device__ __forceinline__ float dropout_apply(float v, long long seed, long lon
  *   rowvec32  N % 4 == 0, every operand row-contiguous (s1 == 1) with a
  *             row stride s0 >= 0, s0 % 4 == 0 (0: a row broadcast) and a
  *             16-byte aligned base: float4 items that never straddle a row.
- * Both: every element offset and 4 * (grid * block) below 2^31. */
+ * Both: every element offset and 4 * (grid * block) below 2^31.
+ *
+ * Their memory accesses are Inductor's: a block's U float4 per thread
+ * cover one contiguous span of each operand (chunked_unrolled), the loads
+ * are ldg4's (evict_last), the stores plain. Against the first lean builds
+ * (grid-stride items, ld.global.nc, st.wb), on an H100 after the bench's
+ * write flush, three alternating rounds (2026-11-24,
+ * docs/results/2026-11-24-h100-evict-last/): bias_dropout_add 1024 x 1024
+ * 9.82 -> 7.39 us, 256 x 4096 9.82 -> 7.33, bias_gelu 512 x 4096 11.36 ->
+ * 8.29, 4096 x 4096 50.9 -> 49.7; the loads' hint made most of it. */
+
+__device__ __forceinline__ void st4_plain(float *p, float4 v) {
+  *reinterpret_cast<float4 *>(p) = v;
+}
+
+/* Visits the vectors v < nvec by chunks of U * blockDim.x: block b takes
+ * chunks b, b + gridDim.x, ..., thread t of a chunk starting at c the
+ * vectors c + u * blockDim.x + t (u < U), all U loads issued before the
+ * first use. */
+template <int U, class Load, class Use>
+__device__ __forceinline__ void chunked_unrolled(unsigned nvec, Load load, Use use) {
+  const unsigned B = blockDim.x, span = U * B;
+  for (unsigned c = blockIdx.x * span; c < nvec; c += gridDim.x * span) {
+    if constexpr (U == 1) {
+      if (c + threadIdx.x < nvec)
+        use(c + threadIdx.x, load(c + threadIdx.x));
+    } else {
+      decltype(load(0u)) items[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (c + u * B + threadIdx.x < nvec)
+          items[u] = load(c + u * B + threadIdx.x);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (c + u * B + threadIdx.x < nvec)
+          use(c + u * B + threadIdx.x, items[u]);
+    }
+  }
+}
+
+/* chunked_unrolled with U float4 per thread where that still leaves
+ * FP_ELEM_MIN_CHUNKS chunks (about one per SM; cuda_plan.h, whose
+ * fp_cuda_plan_elem_lean_grid launches no more blocks than there are
+ * chunks), else one: a small cell in chunks of
+ * U * blockDim.x runs on few SMs and serializes its arithmetic there
+ * (pointwise_chain 128 x 128 in 4 chunks of 4 x 256 float4: 5.4-5.8 us on
+ * an H100, against 4.9-5.2 with one float4 per thread). */
+template <int U, class Load, class Use>
+__device__ __forceinline__ void elem_chunks(unsigned nvec, Load load, Use use) {
+  if (U > 1 && nvec < FP_ELEM_MIN_CHUNKS * U * blockDim.x)
+    chunked_unrolled<1>(nvec, load, use);
+  else
+    chunked_unrolled<U>(nvec, load, use);
+}
+
 template <int U, int NIN, class F>
 __device__ __forceinline__ void elem_flat32(float *out, const float *const (&in)[NIN], unsigned n,
                                             F f) {
   struct Item {
     float4 x[NIN];
   };
-  const unsigned first = blockIdx.x * blockDim.x + threadIdx.x, step = gridDim.x * blockDim.x;
-  strided_unrolled<U, unsigned>(
-      first, n >> 2, step,
+  elem_chunks<U>(
+      n >> 2,
       [&](unsigned v) {
         Item it;
 #pragma unroll
@@ -1028,7 +1097,9 @@ __device__ __forceinline__ void elem_flat32(float *out, const float *const (&in)
           it.x[k] = ldg4(in[k] + 4 * v);
         return it;
       },
-      [&](unsigned v, const Item &it) { st4(out + 4 * v, apply4(it.x, 4 * (long long)v, f)); });
+      [&](unsigned v, const Item &it) {
+        st4_plain(out + 4 * v, apply4(it.x, 4 * (long long)v, f));
+      });
 }
 
 template <int U, int NIN, class F>
@@ -1039,22 +1110,19 @@ elem_rowvec32(float *out, unsigned so0, const float *const (&in)[NIN], const uns
     float4 x[NIN];
     unsigned out_offset;
   };
-  const unsigned first = blockIdx.x * blockDim.x + threadIdx.x, step = gridDim.x * blockDim.x;
-  RowColCursorOf<unsigned> cur(4 * first, 4 * step, N); /* vector v = elements 4v..4v+3 */
-  strided_unrolled<U, unsigned>(
-      first, (M * N) >> 2, step,
-      [&](unsigned) {
-        Item it;
+  elem_chunks<U>((M * N) >> 2,
+                 [&](unsigned v) { /* vector v: elements 4v..4v+3 = (i, j..j+3) */
+                                   const unsigned i = 4 * v / N, j = 4 * v - i * N;
+                                   Item it;
 #pragma unroll
-        for (int k = 0; k < NIN; ++k)
-          it.x[k] = ldg4(in[k] + (cur.i * s0[k] + cur.j));
-        it.out_offset = cur.i * so0 + cur.j;
-        cur.advance();
-        return it;
-      },
-      [&](unsigned v, const Item &it) {
-        st4(out + it.out_offset, apply4(it.x, 4 * (long long)v, f));
-      });
+                                   for (int k = 0; k < NIN; ++k)
+                                     it.x[k] = ldg4(in[k] + (i * s0[k] + j));
+                                   it.out_offset = i * so0 + j;
+                                   return it;
+                 },
+                 [&](unsigned v, const Item &it) {
+                   st4_plain(out + it.out_offset, apply4(it.x, 4 * (long long)v, f));
+                 });
 }
 
 /* ---- the builds of a row kernel ------------------------------------------------

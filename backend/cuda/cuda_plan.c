@@ -216,7 +216,8 @@ uint32_t fp_cuda_plan_elem(fp_elem_grid_policy policy, int64_t n, bool three_str
       policy.blocks_per_sm = ELEM_TUNED_WAVES;
     } else {
       policy.kind = FP_ELEM_GRID_FULL;
-      policy.vectors_per_thread = three_streams ? 2 : 4; /* elementwise.cu's unrolls */
+      policy.vectors_per_thread = three_streams ? FP_ELEM_UNROLL_THREE_STREAMS
+                                                : FP_ELEM_UNROLL; /* elementwise.cu's unrolls */
     }
   }
   int64_t grid = host_groups;
@@ -252,6 +253,20 @@ unsigned fp_cuda_plan_elem_builds(int64_t M, int64_t N, const fp_elem_operand *o
   if (rowvec)
     fit |= 1u << (training ? FP_ELEM_ROWVEC32_TRAINING : FP_ELEM_ROWVEC32);
   return fit;
+}
+
+uint32_t fp_cuda_plan_elem_lean_grid(uint32_t grid, int64_t n, int unroll, uint32_t block) {
+  if (n <= 0 || block == 0 || unroll < 1)
+    return grid < 1 ? 1 : grid;
+  const uint64_t nvec = (uint64_t)n / 4;
+  const uint64_t per_thread =
+      unroll > 1 && nvec >= (uint64_t)FP_ELEM_MIN_CHUNKS * (uint64_t)unroll * block
+          ? (uint64_t)unroll
+          : 1;
+  const uint64_t span = per_thread * block, chunks = (nvec + span - 1) / span;
+  if (chunks < grid)
+    grid = (uint32_t)chunks;
+  return grid < 1 ? 1 : grid;
 }
 
 bool fp_elem_builds_from_env(const char *value, bool *lean) {

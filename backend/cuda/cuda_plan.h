@@ -163,6 +163,19 @@ typedef struct fp_elem_operand {
 unsigned fp_cuda_plan_elem_builds(int64_t M, int64_t N, const fp_elem_operand *operands, int count,
                                   bool training, uint64_t threads);
 
+/* A lean build takes U float4 per thread (its unroll: 4, or 2 for
+ * bias_dropout_add) in chunks of U * block where that leaves at least
+ * FP_ELEM_MIN_CHUNKS chunks, else one (elem_chunks, cuda_kernels.h). The
+ * grid of a lean launch: the ELEM grid, capped at the chunks there are (a
+ * block without a chunk only costs its launch). */
+#define FP_ELEM_MIN_CHUNKS 128u
+/* the unrolls of the fused elementwise kernels (kernels/cu/elementwise.cu):
+ * float4 per thread in flight, for two streams (one read, one written) and
+ * for bias_dropout_add's three */
+#define FP_ELEM_UNROLL 4
+#define FP_ELEM_UNROLL_THREE_STREAMS 2
+uint32_t fp_cuda_plan_elem_lean_grid(uint32_t grid, int64_t n, int unroll, uint32_t block);
+
 /* Parses FUSEPORT_CUDA_ELEM_BUILDS (NULL or empty: lean): *lean, and false
  * for anything but "lean" and "registered". */
 bool fp_elem_builds_from_env(const char *value, bool *lean);

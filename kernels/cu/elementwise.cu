@@ -5,9 +5,12 @@
  * The ELEM kernels are grid-stride loops over the logical [M, N] index
  * space (fpcu::elem_map_2d): 16-byte loads and stores when the layout
  * allows, several items in flight per thread, 64-bit indices throughout.
- * The TILE kernel transposes through shared memory. The unrolls (U = 4,
- * or 2 for bias_dropout_add's three streams) are also the float4 per
- * thread of the tuned grid from 2^22 elements (fp_cuda_plan_elem).
+ * The TILE kernel transposes through shared memory. The unrolls
+ * (FP_ELEM_UNROLL = 4, or 2 for bias_dropout_add's three streams) are also
+ * the float4 per thread of the tuned grid from 2^22 elements
+ * (fp_cuda_plan_elem). Each ELEM kernel also has lean builds, one schedule
+ * in 32-bit offsets with Inductor's memory accesses, which the backend
+ * launches where the arguments fit (cuda_kernels.h, "lean ELEM builds").
  */
 #include "cuda/cuda_kernels.h"
 
@@ -43,7 +46,7 @@ struct BiasDropoutAdd { /* res + dropout(inp + bias), the counter the logical in
 static __global__ void __launch_bounds__(kMaxBlock, 1)
     pointwise_chain_fused(float *out, const float *x, long long n) {
   const View2D in[1] = {{x, 0, 1}}; /* [1, n] */
-  elem_map_2d<4>(out, 0, 1, in, 1, n, PointwiseChain{});
+  elem_map_2d<FP_ELEM_UNROLL>(out, 0, 1, in, 1, n, PointwiseChain{});
 }
 
 /* bias_gelu_fused(out, inp, bias, M, N)                                ELEM
@@ -51,7 +54,7 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
 static __global__ void __launch_bounds__(kMaxBlock, 1)
     bias_gelu_fused(float *out, const float *inp, const float *bias, long long M, long long N) {
   const View2D in[2] = {{inp, N, 1}, {bias, 0, 1}};
-  elem_map_2d<4>(out, N, 1, in, M, N, BiasGelu{});
+  elem_map_2d<FP_ELEM_UNROLL>(out, N, 1, in, M, N, BiasGelu{});
 }
 
 /* bias_dropout_add_fused(out, inp, bias, res, M, N, sb0, sb1, sr0, sr1,
@@ -65,9 +68,10 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
                            long long seed, int training) {
   const View2D in[3] = {{inp, N, 1}, {bias, sb0, sb1}, {res, sr0, sr1}};
   if (training)
-    elem_map_2d<2>(out, so0, so1, in, M, N, BiasDropoutAdd{seed, p, scale});
+    elem_map_2d<FP_ELEM_UNROLL_THREE_STREAMS>(out, so0, so1, in, M, N,
+                                              BiasDropoutAdd{seed, p, scale});
   else
-    elem_map_2d<2>(out, so0, so1, in, M, N, BiasAdd{});
+    elem_map_2d<FP_ELEM_UNROLL_THREE_STREAMS>(out, so0, so1, in, M, N, BiasAdd{});
 }
 
 /* ---- lean builds (cuda_kernels.h): the same signatures and results, for
@@ -77,7 +81,7 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
 static __global__ void __launch_bounds__(kMaxBlock, 1)
     pointwise_chain_fused_flat32(float *out, const float *x, long long n) {
   const float *const in[1] = {x};
-  elem_flat32<4>(out, in, (unsigned)n, PointwiseChain{});
+  elem_flat32<FP_ELEM_UNROLL>(out, in, (unsigned)n, PointwiseChain{});
 }
 
 static __global__ void __launch_bounds__(kMaxBlock, 1)
@@ -85,7 +89,7 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
                              long long N) {
   const float *const in[2] = {inp, bias};
   const unsigned s0[2] = {(unsigned)N, 0u};
-  elem_rowvec32<4>(out, (unsigned)N, in, s0, (unsigned)M, (unsigned)N, BiasGelu{});
+  elem_rowvec32<FP_ELEM_UNROLL>(out, (unsigned)N, in, s0, (unsigned)M, (unsigned)N, BiasGelu{});
 }
 
 static __global__ void __launch_bounds__(kMaxBlock, 1)
@@ -95,7 +99,8 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
                                     float, float, long long, int) {
   const float *const in[3] = {inp, bias, res};
   const unsigned s0[3] = {(unsigned)N, (unsigned)sb0, (unsigned)sr0};
-  elem_rowvec32<2>(out, (unsigned)so0, in, s0, (unsigned)M, (unsigned)N, BiasAdd{});
+  elem_rowvec32<FP_ELEM_UNROLL_THREE_STREAMS>(out, (unsigned)so0, in, s0, (unsigned)M, (unsigned)N,
+                                              BiasAdd{});
 }
 
 static __global__ void __launch_bounds__(kMaxBlock, 1)
@@ -106,8 +111,8 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
                                              long long seed, int) {
   const float *const in[3] = {inp, bias, res};
   const unsigned s0[3] = {(unsigned)N, (unsigned)sb0, (unsigned)sr0};
-  elem_rowvec32<2>(out, (unsigned)so0, in, s0, (unsigned)M, (unsigned)N,
-                   BiasDropoutAdd{seed, p, scale});
+  elem_rowvec32<FP_ELEM_UNROLL_THREE_STREAMS>(out, (unsigned)so0, in, s0, (unsigned)M, (unsigned)N,
+                                              BiasDropoutAdd{seed, p, scale});
 }
 
 #ifndef FPCU_EMULATION /* static shared memory, which tests/cuda_emu does not model */

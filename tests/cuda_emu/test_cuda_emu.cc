@@ -343,8 +343,11 @@ struct ElemCase {
   long long M, N;
   unsigned grid, block;
 };
-const ElemCase kElemCases[] = {{1, 4, 1, 32}, {3, 8, 1, 32},   {5, 12, 2, 32},   {7, 1000, 3, 64},
-                               {2, 4, 4, 64}, {33, 36, 2, 64}, {1, 4100, 1, 32}, {64, 128, 8, 64}};
+/* the last two reach U float4 per thread (elem_chunks: at least kMinChunks
+ * chunks of U * 32 vectors), with a partial last chunk */
+const ElemCase kElemCases[] = {
+    {1, 4, 1, 32},   {3, 8, 1, 32},    {5, 12, 2, 32},   {7, 1000, 3, 64},  {2, 4, 4, 64},
+    {33, 36, 2, 64}, {1, 4100, 1, 32}, {64, 128, 8, 64}, {65, 1028, 5, 32}, {129, 516, 7, 32}};
 
 std::string elem_what(const char *name, const char *build, const ElemCase &c, const char *more) {
   char s[200];
