@@ -274,6 +274,13 @@ __device__ __forceinline__ void st4(float *p, float4 v) {
   __stwb(reinterpret_cast<float4 *>(p), v);
 }
 
+/* ldg4 without the hint (ld.global.nc, normal priority), for streams that
+ * do not fit in L2 and are read again (layernorm's streamed rows: see
+ * kLayerNormKeepFloats in kernels/cu/reduce.cu). */
+__device__ __forceinline__ float4 ldg4_nc(const float *p) {
+  return __ldg(reinterpret_cast<const float4 *>(p));
+}
+
 /* Four consecutive floats, as one 128-bit access when vec (p 16-byte
  * aligned), else as four 32-bit ones. */
 __device__ __forceinline__ float4 ldg4_any(const float *p, bool vec) {

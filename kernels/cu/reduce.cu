@@ -313,7 +313,16 @@ struct LayerNormRow {
   RowSplit s;
   bool out_vec; /* out_row + s.head is 16-byte aligned */
   bool wb_vec;  /* w + s.head and b + s.head are */
+  bool x_keep;  /* x fits in about an L2: its streamed loads may be evict_last */
 };
+
+/* Streamed layernorm rows read x twice. Marked evict_last, the first pass's
+ * lines stay for the second where x fits in L2, and crowd it where it does
+ * not: on an H100 (2026-11-24, docs/results/2026-11-24-h100-evict-last/
+ * streamed/, three rounds) 128 x 65536 (32 MiB) took 36.5 us with evict_last
+ * and 39.7 without, 4096 x 32768 (512 MiB) 522 and 452. Up to 32 MiB (below
+ * the L2 of an A100 or an H100) x is loaded evict_last, beyond it not. */
+constexpr long long kLayerNormKeepFloats = 1LL << 23;
 
 /* out = (x - mean) * rstd * w[j] + b[j], CPU evaluation order. */
 __device__ __forceinline__ float layernorm_value(float centred, float rstd, float w, float b) {
@@ -374,7 +383,7 @@ __device__ void layernorm_row_streamed(const LayerNormRow &r, float eps, float *
   MeanM2 st = mean_m2_empty();
   row_stream<2>(
       r.s, [&](long long j) { welford_add(st, __ldg(r.x_row + j)); },
-      [&](long long v) { return ldg4(x_body + 4 * v); },
+      [&](long long v) { return r.x_keep ? ldg4(x_body + 4 * v) : ldg4_nc(x_body + 4 * v); },
       [&](long long, float4 x) { welford_add4(st, x); });
   const MeanM2 tot = block_allreduce(st, mean_m2_empty(), CombineMeanM2());
   const float mean = tot.sum / (float)r.N;
@@ -386,7 +395,7 @@ __device__ void layernorm_row_streamed(const LayerNormRow &r, float eps, float *
         r.out_row[j] =
             layernorm_value(__ldg(r.x_row + j) - mean, rstd, __ldg(r.w + j), __ldg(r.b + j));
       },
-      [&](long long v) { return ldg4(x_body + 4 * v); },
+      [&](long long v) { return r.x_keep ? ldg4(x_body + 4 * v) : ldg4_nc(x_body + 4 * v); },
       [&](long long v, float4 x) {
         const long long j = r.s.head + 4 * v;
         const float4 w4 = ldg4_any(r.w + j, r.wb_vec), b4 = ldg4_any(r.b + j, r.wb_vec);
@@ -599,6 +608,7 @@ layernorm_rows(const Team &team, float *out, float *mean, float *rstd, const flo
         r.s = row_split(r.x_row, N);
         r.out_vec = aligned16(r.out_row + r.s.head);
         r.wb_vec = aligned16(w + r.s.head) && aligned16(b + r.s.head);
+        r.x_keep = M <= kLayerNormKeepFloats / N;
         const RowPart p = team.part(r.s);
         if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
               layernorm_row_cached<decltype(kc)::value>(team, r, p, eps, mean + row, rstd + row,
