@@ -595,7 +595,7 @@ stage_icache() {
 # ncu against the registered builds, then the elementwise cells under
 # registered / lean / lean with the grids of LEAN_GRIDS, alternating
 # (LEAN_ROUNDS), and compile on the same cells.
-LEAN_GRIDS=${LEAN_GRIDS:-items:2 items:4}
+LEAN_GRIDS=${LEAN_GRIDS-items:2 items:4} # empty: none
 LEAN_ROUNDS=${LEAN_ROUNDS:-2}
 LEAN_SHAPES=${LEAN_SHAPES:-128x128,256x256,512x512,128x2048,1024x1024,256x4096,512x4096,2048x2048,4096x2048,65536x128,128x65536,4096x4096,8192x4096}
 stage_lean() {

@@ -227,10 +227,11 @@ struct View2D {
  * Inductor marks its loads (eviction_policy='evict_last'). Against the
  * ld.global.nc it replaced, on an H100 after the bench's L2 write flush,
  * three alternating rounds on cells of 64 KiB-32 MiB (2026-11-24,
- * docs/results/2026-11-24-h100-evict-last/): geometric mean time over 12
- * shapes 0.80-0.92x for the row ops (softmax_backward 256 x 2048 8.19 ->
- * 6.21 us, layernorm 1024 x 1024 9.82 -> 7.23) and, in the lean ELEM
- * builds, bias_dropout_add 1024 x 1024 9.82 -> 7.39. Part of that, on cells
+ * docs/results/2026-11-24-h100-evict-last/rows/): geometric mean time over
+ * 12 shapes 0.86-0.90x for the row ops (softmax_backward 256 x 2048 8.19 ->
+ * 6.21 us, layernorm 1024 x 1024 9.82 -> 7.23; hreduce_reduce, whose loads
+ * are mostly evict-first, unchanged) and, in the lean ELEM builds,
+ * bias_dropout_add 1024 x 1024 9.82 -> 7.39 (access-b/). Part of that, on cells
  * that fit in L2, is the hint outliving the flush: lines a repetition
  * loaded evict_last outrank the flush's and are still there for the next
  * (bench/probes/evict_last.cu: a 12 MiB copy after an evict_last load and a
