@@ -381,10 +381,12 @@ __device__ __forceinline__ void layernorm_row_cached(const Team &team, const Lay
 __device__ void layernorm_row_streamed(const LayerNormRow &r, float eps, float *mean_out,
                                        float *rstd_out) {
   const float *x_body = r.x_row + r.s.head;
+  const auto load_x = [&](long long v) {
+    return r.x_keep ? ldg4(x_body + 4 * v) : ldg4_nc(x_body + 4 * v);
+  };
   MeanM2 st = mean_m2_empty();
   row_stream<2>(
-      r.s, [&](long long j) { welford_add(st, __ldg(r.x_row + j)); },
-      [&](long long v) { return r.x_keep ? ldg4(x_body + 4 * v) : ldg4_nc(x_body + 4 * v); },
+      r.s, [&](long long j) { welford_add(st, __ldg(r.x_row + j)); }, load_x,
       [&](long long, float4 x) { welford_add4(st, x); });
   const MeanM2 tot = block_allreduce(st, mean_m2_empty(), CombineMeanM2());
   const float mean = tot.sum / (float)r.N;
@@ -396,7 +398,7 @@ __device__ void layernorm_row_streamed(const LayerNormRow &r, float eps, float *
         r.out_row[j] =
             layernorm_value(__ldg(r.x_row + j) - mean, rstd, __ldg(r.w + j), __ldg(r.b + j));
       },
-      [&](long long v) { return r.x_keep ? ldg4(x_body + 4 * v) : ldg4_nc(x_body + 4 * v); },
+      load_x,
       [&](long long v, float4 x) {
         const long long j = r.s.head + 4 * v;
         const float4 w4 = ldg4_any(r.w + j, r.wb_vec), b4 = ldg4_any(r.b + j, r.wb_vec);
