@@ -513,6 +513,17 @@ RS_SHAPES=${RS_SHAPES:-128x128,128x512,128x2048,128x4096,128x8192,256x1024,256x4
 # ncu's metrics of the small and icache stages: the launch, the work, the time
 NCU_METRICS=gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
 NCU_METRICS=$NCU_METRICS,smsp__inst_executed.sum,sm__cycles_active.max
+# compile_cells OPS SHAPES: torch.compile on those cells (s_torch.json) within
+# the deadline, then small_summary.py over $OUT (the es_/rs_ files beside it).
+compile_cells() {
+  local budget=$(($(left) - 15))
+  log "torch.compile on the same cells for at most $budget s"
+  PYTHONUNBUFFERED=1 timeout -s INT -k 10 "$budget" python3 bench/torch_bench.py --ops "$1" \
+    --shapes "$2" --modes compile --rep-ms 10 --out "$OUT/s_torch.json" >"$OUT/s_torch.log" 2>&1
+  echo "torch: exit $?"
+  python3 bench/probes/small_summary.py "$OUT" | tee "$OUT/small_summary.txt" | sed -n '1,60p'
+}
+
 stage_small() {
   local m=$NCU_METRICS,dram__bytes_read.sum,dram__bytes_write.sum
   local nshapes=128x128,512x512,1024x1024,2048x2048,128x2048
@@ -547,13 +558,7 @@ stage_small() {
     FUSEPORT_CUDA_ROW_BUILDS=block timeout 60 "$FP" "${rb[@]}" --out "$OUT/rs_block$r.json" ||
       echo "block: exit $?"
   done
-  local budget=$(($(left) - 10))
-  log "torch.compile on both sets for at most $budget s"
-  PYTHONUNBUFFERED=1 timeout -s INT -k 10 "$budget" python3 bench/torch_bench.py --ops "$ES_OPS,$RS_OPS" \
-    --shapes "$ES_SHAPES,$RS_SHAPES" --modes compile --rep-ms 10 --out "$OUT/s_torch.json" \
-    >"$OUT/s_torch.log" 2>&1
-  echo "torch: exit $?"
-  python3 bench/probes/small_summary.py "$OUT" | tee "$OUT/small_summary.txt"
+  compile_cells "$ES_OPS,$RS_OPS" "$ES_SHAPES,$RS_SHAPES"
 }
 
 # Whether cold instruction fetch explains the small cells: ncu's warp stall
@@ -584,10 +589,7 @@ stage_icache() {
   echo "ncu torch: exit $?"
   alternate "$IC_ROUNDS" es_ bench --backend cuda --op "$ES_OPS" --variants fused --shapes "$IC_SHAPES" \
     --rep-ms 10 --quiet
-  PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_bench.py --ops "$ES_OPS" --shapes "$IC_SHAPES" \
-    --modes compile --rep-ms 10 --out "$OUT/s_torch.json" >"$OUT/s_torch.log" 2>&1
-  echo "torch: exit $?"
-  python3 bench/probes/small_summary.py "$OUT" | tee "$OUT/small_summary.txt" | sed -n '1,40p'
+  compile_cells "$ES_OPS" "$IC_SHAPES"
 }
 
 # The lean ELEM builds (FUSEPORT_CUDA_ELEM_BUILDS): tests, checks of every
@@ -633,13 +635,7 @@ stage_lean() {
         echo "lean $g: exit $?"
     done
   done
-  local budget=$(($(left) - 15))
-  log "torch.compile on the same cells for at most $budget s"
-  PYTHONUNBUFFERED=1 timeout -s INT -k 10 "$budget" python3 bench/torch_bench.py --ops "$ES_OPS" \
-    --shapes "$LEAN_SHAPES" --modes compile --rep-ms 10 --out "$OUT/s_torch.json" \
-    >"$OUT/s_torch.log" 2>&1
-  echo "torch: exit $?"
-  python3 bench/probes/small_summary.py "$OUT" | tee "$OUT/small_summary.txt" | sed -n '1,60p'
+  compile_cells "$ES_OPS" "$LEAN_SHAPES"
 }
 
 stage_bench-cuda() { sweep cuda cuda.json; }
