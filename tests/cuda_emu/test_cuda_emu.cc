@@ -196,6 +196,40 @@ std::vector<Case> cases(bool caches_row, int warp_short_n, int warp_n,
   return v;
 }
 
+/* The same case with special values in its first rows, PyTorch's
+ * semantics: row 0 is -inf but for two finite values far below 0 (threads
+ * that hold only -inf must give 0 there, not NaN, and no exp may overflow);
+ * row 1 all -inf (NaN row); row 2 one NaN and row 3 one +inf (NaN rows);
+ * row 4 its first half -inf. Expected NaN where the reference has NaN. */
+void check_softmax_specials(const Case &c, const std::string &what, Array &x, RowsFn fn,
+                            int times) {
+  const long long N = c.N;
+  for (long long j = 0; j < N && c.M > 0; ++j)
+    x.p[j] = -INFINITY;
+  x.p[N - 1] = -200.0f;
+  if (N / 2 != N - 1)
+    x.p[N / 2] = -201.0f;
+  for (long long j = 0; j < N && c.M > 1; ++j)
+    x.p[N + j] = -INFINITY;
+  if (c.M > 2)
+    x.p[2 * N + N / 3] = NAN;
+  if (c.M > 3)
+    x.p[3 * N + N / 5] = INFINITY;
+  for (long long j = 0; j < N / 2 && c.M > 4; ++j)
+    x.p[4 * N + j] = -INFINITY;
+  Array out(c.M * N, c.misaligned, 12345.0f); /* poisoned: unwritten shows */
+  if (!run(c, [&] { fn(out.p, x.p, c.M, N); }))
+    fail_msg("%s, special values: trapped", what.c_str());
+  const std::vector<double> want = ref_softmax(x.p, c.M, N, times);
+  for (long long i = 0; i < c.M * N; ++i) {
+    const double g = out.p[i], w = want[i];
+    const bool ok = std::isnan(w) ? std::isnan(g) : std::fabs(g - w) <= 1e-4;
+    if (!ok)
+      fail_msg("%s, special values: element (%lld, %lld) is %.9g, expected %.9g", what.c_str(),
+               i / N, i % N, g, w);
+  }
+}
+
 void test_rows_kernel(fp_kernel_id id, const char *name, int times) {
   const std::vector<Case> all = cases(true, 256, 0, &kernels().tuning[id].offer);
   for (const Case &c : all) {
@@ -221,6 +255,8 @@ void test_rows_kernel(fp_kernel_id id, const char *name, int times) {
       want = ref_softmax(x.p, c.M, c.N, times);
     }
     expect_rows(what, out.p, want, c.M, c.N);
+    if (times > 0)
+      check_softmax_specials(c, what, x, fn, times);
   }
 }
 
