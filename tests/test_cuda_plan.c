@@ -16,14 +16,14 @@ enum { H100_SMS = 132, HOST_CAP = 1 << 20 };
 /* The offer of kernels/cu/reduce.cu (no WARP build: WARP_SHORT covers the
  * rows warps are used for) and of horizontal.cu (no long-row or short warp
  * build; a warp build of 8 vectors; a streaming cluster build). */
-static const fp_rows_builds reduce_offer = {{true, true, false, true}, 2, 0, 4, 8, 0, 1};
-static const fp_rows_builds reduce_offer_k4 = {{true, true, false, true}, 2, 0, 4, 4, 0, 1};
+static const fp_rows_builds reduce_offer = {{true, true, false, true}, 2, 0, 4, 8, 0, 1, false};
+static const fp_rows_builds reduce_offer_k4 = {{true, true, false, true}, 2, 0, 4, 4, 0, 1, false};
 /* softmax_backward: two rows cached and staged */
-static const fp_rows_builds backward_offer = {{true, true, false, true}, 2, 0, 4, 4, 0, 2};
-static const fp_rows_builds hreduce_offer = {{false, false, true, true}, 0, 8, 0, 0, 0, 0};
+static const fp_rows_builds backward_offer = {{true, true, false, true}, 2, 0, 4, 4, 0, 2, true};
+static const fp_rows_builds hreduce_offer = {{false, false, true, true}, 0, 8, 0, 0, 0, 0, false};
 /* hreduce_pointwise: 40 registers, three blocks of 512 resident, one of 1024 */
 static const fp_rows_builds hreduce_pointwise_offer = {
-    {false, false, true, true}, 0, 8, 0, 0, 512, 0};
+    {false, false, true, true}, 0, 8, 0, 0, 512, 0, false};
 
 /* The host's ROWS request (ops/primitives.c fp_rows_range). */
 static void host_request(int64_t M, int64_t N, uint32_t *groups, uint32_t *block) {
@@ -95,7 +95,14 @@ static void assert_preconditions(const fp_rows_builds *b, int64_t M, int64_t N, 
       const bool full_ok = p.build == FP_ROWS_REGISTERED && b->full_block != 0 &&
                            p.block == b->full_block && block > b->full_block &&
                            rows >= 4 * H100_SMS;
-      if (!long_ok && !full_ok)
+      /* a registered build widened for at most two rows per SM of
+       * 257..1024 floats, to the power of two above ceil(N/4) + 1 */
+      uint32_t wide = 1;
+      while ((int64_t)wide < (N + 3) / 4 + 1)
+        wide <<= 1;
+      const bool wide_ok = p.build == FP_ROWS_REGISTERED && p.block > block && p.block == wide &&
+                           rows <= 2 * H100_SMS && N > 256 && N <= 1024;
+      if (!long_ok && !full_ok && !wide_ok)
         fail_msg("%s: block %u instead of the host's %u", what, p.block, block);
     }
     break;
@@ -113,11 +120,11 @@ static void test_preconditions_hold(void **state) {
                            8191,  8192,  8193,  16383,  16384,  16385,  30001,  32768,   32769,
                            65535, 65536, 65537, 131071, 131072, 131073, 262144, 1 << 20, 1 << 22};
   const int n = (int)(sizeof sizes / sizeof sizes[0]);
-  const fp_rows_builds *offers[] = {&reduce_offer, &reduce_offer_k4, &hreduce_offer,
-                                    &hreduce_pointwise_offer};
+  const fp_rows_builds *offers[] = {&reduce_offer, &reduce_offer_k4, &backward_offer,
+                                    &hreduce_offer, &hreduce_pointwise_offer};
   int checked = 0, tuned_builds = 0;
   for (size_t o = 0; o < sizeof offers / sizeof offers[0]; ++o)
-    for (int policy = 0; policy < 2; ++policy)
+    for (int policy = 0; policy < 3; ++policy)
       for (int cc = 8; cc <= 9; ++cc)
         for (int i = 0; i < n; ++i)
           for (int j = 0; j < n; ++j) {
@@ -129,7 +136,7 @@ static void test_preconditions_hold(void **state) {
               tuned_builds += p.build == FP_ROWS_WARP || p.build == FP_ROWS_CLUSTER;
             ++checked;
           }
-  assert_int_equal(checked, (int)(sizeof offers / sizeof offers[0]) * 2 * 2 * n * n);
+  assert_int_equal(checked, (int)(sizeof offers / sizeof offers[0]) * 3 * 2 * n * n);
   assert_true(tuned_builds > 0);
 }
 
@@ -145,10 +152,12 @@ static void test_gpu_test_shapes_reach_every_build(void **state) {
       {1, 1, FP_ROWS_WARP_SHORT, FP_ROWS_WARP, 1},
       {1000, 3, FP_ROWS_WARP_SHORT, FP_ROWS_WARP, 1},
       {128, 256, FP_ROWS_WARP_SHORT, FP_ROWS_WARP, 1},
-      /* past 256 floats a row, a block per row (measured as fast or faster) */
-      {70, 509, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
-      {1, 1000, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
-      {64, 1024, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
+      /* past 256 floats a row, a block per row (measured as fast or faster);
+       * up to 1024 floats and two rows per SM, the registered build widened */
+      {70, 509, FP_ROWS_REGISTERED, FP_ROWS_REGISTERED, 1},
+      {1, 1000, FP_ROWS_REGISTERED, FP_ROWS_REGISTERED, 1},
+      {64, 1024, FP_ROWS_REGISTERED, FP_ROWS_REGISTERED, 1},
+      {300, 1000, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
       /* rows of 16384 or more, at most one per 4 SMs: a cluster per row */
       {5, 65537, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 8},
       {16, 32768, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 8},
@@ -291,6 +300,82 @@ static void test_plan_stage(void **state) {
   assert_int_equal(p.grid, H100_SMS);
 }
 
+/* Many rows too long for the long-row build's cache: a cluster per row for
+ * the kernel whose offer asks for it (softmax_backward) and for any kernel
+ * under the cluster policy; the long-row build (streaming) otherwise, and
+ * wherever the cluster's cache cannot hold the row or the device has no
+ * clusters. */
+static void test_cluster_many_rows(void **state) {
+  (void)state;
+  const struct {
+    int64_t M, N;
+    uint32_t cluster, block; /* 0: not a cluster plan */
+  } cases[] = {
+      {4096, 32768, 4, 512}, /* 4 x 8192 floats: 512 threads of 4 float4 */
+      {512, 65536, 8, 512},  /* 8 x 8192 floats */
+      {128, 65536, 8, 512},  /* 2^23 floats: the smallest many-row cell */
+      {128, 32768, 0, 0},    /* 2^22 floats: fits the L2, streamed */
+      {512, 16385, 4, 512},  /* just past the long-row cache: 4 x 4100 floats */
+      {4096, 16384, 0, 0},   /* the long-row cache holds it */
+      {64, 131072, 8, 1024}, /* the longest row 8 blocks of 1024 x 4 float4 hold */
+      {512, 131073, 0, 0},   /* beyond it */
+      {65536, 4096, 0, 0},   /* short rows */
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+    const int64_t M = cases[k].M, N = cases[k].N;
+    const fp_rows_plan b = plan_for(FP_ROWS_POLICY_TUNED, &backward_offer, M, N, 9);
+    const fp_rows_plan c = plan_for(FP_ROWS_POLICY_CLUSTER, &reduce_offer_k4, M, N, 9);
+    const fp_rows_plan t = plan_for(FP_ROWS_POLICY_TUNED, &reduce_offer_k4, M, N, 9);
+    const fp_rows_plan a = plan_for(FP_ROWS_POLICY_TUNED, &backward_offer, M, N, 8);
+    const fp_rows_plan plans[] = {b, c};
+    for (int i = 0; i < 2; ++i) {
+      if (cases[k].cluster == 0) {
+        assert_true(plans[i].build != FP_ROWS_CLUSTER);
+      } else {
+        assert_int_equal(plans[i].build, FP_ROWS_CLUSTER);
+        assert_int_equal(plans[i].cluster, cases[k].cluster);
+        assert_int_equal(plans[i].block, cases[k].block);
+        assert_int_equal(plans[i].grid, (uint32_t)M * cases[k].cluster);
+      }
+      assert_preconditions(i == 0 ? &backward_offer : &reduce_offer_k4, M, N, 9, plans[i]);
+    }
+    assert_true(t.build != FP_ROWS_CLUSTER); /* no cluster_many_rows in its offer */
+    assert_true(a.build != FP_ROWS_CLUSTER); /* sm_80: no clusters */
+  }
+}
+
+/* At most two rows per SM of 257..1024 floats: the registered build in
+ * blocks of pow2_ceil(ceil(N/4) + 1) threads under the tuned policy (the
+ * host's N/16 under the block policy); more rows, or longer ones, keep the
+ * host's block. */
+static void test_few_rows_wide_blocks(void **state) {
+  (void)state;
+  const struct {
+    int64_t M, N;
+    uint32_t block; /* the tuned policy's */
+  } cases[] = {
+      {128, 512, 256}, {256, 1024, 512}, {264, 1000, 256}, {1, 257, 128},
+      {128, 1025, 0},  {265, 512, 0},    {128, 256, 0},    {4096, 512, 0},
+  };
+  const fp_rows_builds *offers[] = {&reduce_offer, &reduce_offer_k4, &backward_offer,
+                                    &hreduce_offer, &hreduce_pointwise_offer};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k)
+    for (size_t o = 0; o < sizeof offers / sizeof offers[0]; ++o) {
+      uint32_t groups, host_block;
+      host_request(cases[k].M, cases[k].N, &groups, &host_block);
+      const fp_rows_plan t = plan_for(FP_ROWS_POLICY_TUNED, offers[o], cases[k].M, cases[k].N, 9);
+      const fp_rows_plan b = plan_for(FP_ROWS_POLICY_BLOCK, offers[o], cases[k].M, cases[k].N, 9);
+      assert_int_equal(b.block, host_block);
+      if (cases[k].block != 0) {
+        assert_int_equal(t.build, FP_ROWS_REGISTERED);
+        assert_int_equal(t.block, cases[k].block);
+        assert_int_equal(t.grid, groups);
+      } else {
+        assert_true(t.block <= host_block || t.build != FP_ROWS_REGISTERED);
+      }
+    }
+}
+
 static void test_policy_from_env(void **state) {
   (void)state;
   bool unknown = true;
@@ -301,6 +386,8 @@ static void test_policy_from_env(void **state) {
   assert_int_equal(fp_rows_policy_from_env("block", &unknown), FP_ROWS_POLICY_BLOCK);
   assert_false(unknown);
   assert_int_equal(fp_rows_policy_from_env("tuned", &unknown), FP_ROWS_POLICY_TUNED);
+  assert_false(unknown);
+  assert_int_equal(fp_rows_policy_from_env("cluster", &unknown), FP_ROWS_POLICY_CLUSTER);
   assert_false(unknown);
   assert_int_equal(fp_rows_policy_from_env("fast", &unknown), FP_ROWS_POLICY_TUNED);
   assert_true(unknown);
@@ -474,6 +561,8 @@ int main(void) {
       cmocka_unit_test(test_preconditions_hold),
       cmocka_unit_test(test_gpu_test_shapes_reach_every_build),
       cmocka_unit_test(test_policy_from_env),
+      cmocka_unit_test(test_cluster_many_rows),
+      cmocka_unit_test(test_few_rows_wide_blocks),
       cmocka_unit_test(test_long_row_blocks),
       cmocka_unit_test(test_full_block),
       cmocka_unit_test(test_stage_bytes),

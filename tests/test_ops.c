@@ -17,13 +17,14 @@
  * H100 (132 SMs) the CUDA row kernels' planner (backend/cuda/cuda_plan.c)
  * with FUSEPORT_CUDA_ROW_BUILDS=tuned sends these to every build it uses:
  * a warp per short row (N <= 256: 1x1, 3x3, 1000x3, 128x256), a block per
- * row (70x509, 1x1000, 64x1024, 33x4097, 30x12000, 66x30001), a cluster of
+ * row (widened for few rows: 70x509, 1x1000, 64x1024; the long-row build:
+ * 300x1000, 30x12000, 66x30001; 33x4097), a cluster of
  * 8 blocks per row (5x65537; 1x262144 for hreduce) and the streaming
  * long-row block (1x262144). Clusters of 2 and 4 are the same code with
  * another C: tests/cuda_emu runs them. */
-static const int64_t shapes[][2] = {{1, 1},     {3, 3},      {1, 1000},   {1000, 3},
-                                    {5, 65537}, {1, 262144}, {128, 256},  {64, 1024},
-                                    {33, 4097}, {70, 509},   {66, 30001}, {30, 12000}};
+static const int64_t shapes[][2] = {{1, 1},      {3, 3},      {1, 1000},  {1000, 3},  {5, 65537},
+                                    {1, 262144}, {128, 256},  {64, 1024}, {33, 4097}, {70, 509},
+                                    {66, 30001}, {30, 12000}, {300, 1000}};
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
 /* Runs one problem with one variant and asserts the reference check and the

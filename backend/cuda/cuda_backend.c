@@ -200,7 +200,8 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
   if (unknown_policy) {
     free(s);
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
-                        "FUSEPORT_CUDA_ROW_BUILDS='%s': expected 'tuned' (the default) or 'block'",
+                        "FUSEPORT_CUDA_ROW_BUILDS='%s': expected 'tuned' (the default), 'block' "
+                        "or 'cluster'",
                         policy);
   }
   /* A timing knob: the largest block of the block-per-row builds (the

@@ -17,7 +17,11 @@ enum {
    * block per row up to N = 256 (1.3-1.8x at 65536 x 128) and ties or
    * loses beyond (layernorm 0.88 at 65536 x 512)... */
   WARP_MAX_N = 256,
-  CLUSTER_MIN_N = 16384
+  CLUSTER_MIN_N = 16384,
+  WIDE_MAX_N = 1024, /* few rows up to this long: wider blocks (below) */
+  /* many rows in clusters (cluster_many_rows): only where the inputs
+   * outgrow the L2, whose hits make a second streamed read cheap */
+  CLUSTER_MANY_MIN_FLOATS = 1 << 23
 };
 /* as the host's fp_rows_range: rows beyond it loop inside the kernels */
 static const int64_t row_groups_cap = (int64_t)1 << 20;
@@ -34,7 +38,10 @@ static uint32_t pow2_ceil(int64_t v) {
  *     if it fits (N <= 128 * warp_short_vectors), else WARP (many short
  *     rows: a block of 32 threads per row is capped at 32 blocks, i.e. half
  *     an SM);
- *   sm_90+, rows of at least 16384 floats, at most one row per 4 SMs: a
+ *   sm_90+, rows of at least 16384 floats, at most one row per 4 SMs (or
+ *     any number of rows, at least 2^23 floats in all, that LONG_ROWS
+ *     would stream and CLUSTER caches, for a kernel whose offer says
+ *     cluster_many_rows; under the cluster policy for any kernel): a
  *     cluster of C blocks per row, C the smallest power of two (up to 8)
  *     that leaves each block at most 8192 floats, doubled
  *     while the grid has fewer than two blocks per SM and each block keeps
@@ -42,6 +49,9 @@ static uint32_t pow2_ceil(int64_t v) {
  *     share / (4 * cluster_vectors) threads, a power of two in [128, 1024]
  *     (streaming builds: share / 8, at most 1024). C = 1, or a share too
  *     big for 1024 threads, falls through to
+ *   at most two rows per SM of 257..1024 floats: the registered build in
+ *     blocks of pow2_ceil(ceil(N/4) + 1) threads, where that is wider than
+ *     the host's;
  *   the block builds: LONG_ROWS once a row has more than 2 float4 per
  *     thread of the host's block (the registered build's cache), else the
  *     registered build. */
@@ -52,7 +62,8 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
   if (M <= 0 || N <= 0)
     return plan;
   const int64_t rows = M < row_groups_cap ? M : row_groups_cap;
-  if (policy == FP_ROWS_POLICY_TUNED) {
+  const bool tuned = policy != FP_ROWS_POLICY_BLOCK;
+  if (tuned) {
     const int64_t warp_groups = (rows + WARP_BLOCK / 32 - 1) / (WARP_BLOCK / 32);
     if (N <= WARP_MAX_N &&
         ((b->has[FP_ROWS_WARP_SHORT] && N <= 128 * (int64_t)b->warp_short_vectors) ||
@@ -69,8 +80,22 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
      * from 1 to 8 rows of 65536, 0.94-1.54x at 16 x 32768, but 0.74-0.98 at
      * 30 x 12000 and 33 x 4097 (a cluster's syncs cost a few us) and about
      * 1.0 from 66 rows on (H200, 2026-11-23) */
-    if (cc_major >= 9 && b->has[FP_ROWS_CLUSTER] && 4 * rows <= (int64_t)sm_count &&
-        N >= CLUSTER_MIN_N) {
+    const bool few_rows = 4 * rows <= (int64_t)sm_count;
+    /* Many rows that a block's cache streams (read twice or more) and a
+     * cluster's holds (read once): measured on an H100 (2026-11-24,
+     * FUSEPORT_CUDA_ROW_BUILDS=cluster against tuned, two rounds), a
+     * cluster per row took 0.75-0.88 of the time of softmax_backward
+     * (two rows streamed: 4096 x 32768 669 -> 558 us, 2048 x 65536
+     * 781 -> 584, 512 x 65536 200 -> 156) but 1.15-1.58x that of the
+     * one-input kernels, whose second read mostly hits L2 (softmax
+     * 2048 x 65536 465 -> 624, layernorm 4096 x 32768 448 -> 560). */
+    const bool cluster_caches = b->cluster_vectors > 0 && b->long_vectors > 0 &&
+                                rows * N >= CLUSTER_MANY_MIN_FLOATS &&
+                                N > 4 * (int64_t)b->long_vectors * MAX_BLOCK &&
+                                N <= 4 * (int64_t)b->cluster_vectors * MAX_BLOCK * MAX_CLUSTER;
+    if (cc_major >= 9 && b->has[FP_ROWS_CLUSTER] && N >= CLUSTER_MIN_N &&
+        (few_rows ||
+         (cluster_caches && (policy == FP_ROWS_POLICY_CLUSTER || b->cluster_many_rows)))) {
       int64_t C = 1;
       while (C < MAX_CLUSTER && (N + C - 1) / C > CLUSTER_BLOCK_TARGET)
         C *= 2;
@@ -93,6 +118,23 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
         return plan;
       }
     }
+    /* Few rows of 257..1024 floats (at most two blocks per SM): the
+     * host's block of N/16 threads leaves each SM one or two warps, every
+     * instruction's latency exposed; blocks of the power of two above the
+     * row's float4 count plus one (N/2 threads for a power of two) take
+     * the registered build. Measured on an H100 (2026-11-24, two rounds,
+     * seven row ops at 128 and 256 rows): N = 512 and 1024 mostly 0.3-1.0 us
+     * faster (hreduce_pointwise 128 x 512 5.9 -> 5.0 us, layernorm
+     * 128 x 512 6.4 -> 5.7, double_softmax 256 x 512 6.6 -> 5.8), within
+     * 0.3 us elsewhere; at N = 2048 and 4096 the same widening lost up to
+     * 25% (layernorm 256 x 4096 8.1 -> 10.2 us), so it stops at 1024. */
+    if (rows <= 2 * (int64_t)sm_count && N > WARP_MAX_N && N <= WIDE_MAX_N) {
+      const uint32_t block = pow2_ceil((N + 3) / 4 + 1);
+      if (block > host_block) {
+        plan.block = block;
+        return plan;
+      }
+    }
   }
   const bool long_rows = b->has[FP_ROWS_LONG] && N / 4 > 2 * (int64_t)host_block;
   if (long_rows) {
@@ -105,13 +147,13 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
      * 512 x 16384, 0.85-0.93 at 8192 x 8192 (256), 0.98-1.00 at 4096 x 4096
      * (128), 1.00-1.04 at 128 x 8192; the 4-vector caches already have
      * the host's block. */
-    if (policy == FP_ROWS_POLICY_TUNED && b->long_vectors > 0) {
+    if (tuned && b->long_vectors > 0) {
       const int64_t threads = ((N / 4) + b->long_vectors - 1) / b->long_vectors;
       uint32_t block = pow2_ceil(threads < MIN_LONG_BLOCK ? MIN_LONG_BLOCK : threads);
       if (block < host_block)
         plan.block = block;
     }
-  } else if (policy == FP_ROWS_POLICY_TUNED && b->full_block != 0 && host_block > b->full_block &&
+  } else if (tuned && b->full_block != 0 && host_block > b->full_block &&
              rows >= 4 * (int64_t)sm_count) {
     /* A registered build whose registers let an SM hold only one block of
      * the host's size (hreduce_pointwise: 40 registers, one block of 1024 =
@@ -158,6 +200,8 @@ fp_rows_policy fp_rows_policy_from_env(const char *value, bool *unknown) {
     return FP_ROWS_POLICY_TUNED;
   if (strcmp(value, "block") == 0)
     return FP_ROWS_POLICY_BLOCK;
+  if (strcmp(value, "cluster") == 0)
+    return FP_ROWS_POLICY_CLUSTER;
   *unknown = true;
   return FP_ROWS_POLICY_TUNED;
 }

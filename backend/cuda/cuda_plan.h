@@ -46,6 +46,8 @@ typedef struct fp_rows_builds {
                              file keeps resident two at a time (0: no limit) */
   int stage_rows;         /* row arrays LONG_ROWS stages in shared memory (RowStage in
                              cuda_kernels.h), 0: it does not stage */
+  bool cluster_many_rows; /* CLUSTER also for many rows that LONG_ROWS would stream and
+                             CLUSTER caches (measured faster for this kernel) */
 } fp_rows_builds;
 
 typedef struct fp_rows_plan {
@@ -57,7 +59,14 @@ typedef struct fp_rows_plan {
  * faster (tuned, the default: 1.10x the block policy over 24 row shapes on
  * an H200, 2026-11-23), or only the registered and long-row builds, the
  * block per row the seed-grid results of docs/results were taken with. */
-typedef enum fp_rows_policy { FP_ROWS_POLICY_BLOCK = 0, FP_ROWS_POLICY_TUNED = 1 } fp_rows_policy;
+typedef enum fp_rows_policy {
+  FP_ROWS_POLICY_BLOCK = 0,
+  FP_ROWS_POLICY_TUNED = 1,
+  /* tuned, and a cluster per row also for many rows wherever a block's
+   * cache would stream the row and a cluster's holds it, for every kernel
+   * (tuned does so only for those whose offer says cluster_many_rows) */
+  FP_ROWS_POLICY_CLUSTER = 2
+} fp_rows_policy;
 
 /* The launch of a ROWS kernel over M rows of N for a host request of
  * host_groups groups of host_block threads, on a device of compute

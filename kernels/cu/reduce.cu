@@ -738,6 +738,9 @@ extern "C" void fp_cuda_register_tuning_reduce(fp_cuda_tuning table[FPK_COUNT]) 
       FPCU_ROW_BUILDS(double_softmax_fused, 2, 3, 4, kStageDoubleSoftmax);
   table[FPK_softmax_backward_fused] =
       FPCU_ROW_BUILDS(softmax_backward_fused, 3, 4, 4, kStageSoftmaxBackward);
+  /* two input rows: a cluster reads them once where a block would stream
+   * both twice (cuda_plan.c) */
+  table[FPK_softmax_backward_fused].offer.cluster_many_rows = true;
   table[FPK_layernorm_fused] = FPCU_ROW_BUILDS(layernorm_fused, 6, 7, 4, kStageLayerNorm);
   table[FPK_norm_chain_fused] = FPCU_ROW_BUILDS(norm_chain_fused, 2, 3, 8, kStageNormChain);
 }
