@@ -9,6 +9,17 @@
  * row) would lose accuracy. */
 #define FP_CHUNK 64
 
+/* Helpers that take a private array by pointer (the register cache of
+ * reduce.cl, the accumulators of the reductions below) keep it in registers
+ * only if they are inlined, which generic clang at -O2 declined for the
+ * larger ones (checked on the LLVM IR of clang 15: fp_rc_max stayed a call
+ * with the cache on the stack). */
+#if defined(__clang__)
+#define FP_INLINE inline __attribute__((always_inline))
+#else
+#define FP_INLINE inline
+#endif
+
 /* Grid-stride walk over the logical [M, N] index space of the 2-D ELEM
  * kernels: (i, j) advance incrementally, two 64-bit divisions per work-item
  * up front instead of one per element (GPUs emulate them in dozens of
@@ -57,8 +68,69 @@ static void fp_walk_next(fp_pos *pos, long N, long di, long dj) {
     pos[u] = fp_pos_advance(pos[u], N, di, dj);
 }
 
-/* Width of the second stage: ~sqrt(L), so that both serial stages stay short
- * (8 for L = 32, 32 for L = 1024). */
+/* ---- float4 helpers -------------------------------------------------------------- */
+
+static FP_INLINE float fp_hsum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+
+static FP_INLINE float fp_hmax4(float4 v) {
+  return fp_maximum(fp_maximum(v.x, v.y), fp_maximum(v.z, v.w));
+}
+
+static FP_INLINE float4 fp_maximum4(float4 a, float4 b) {
+  return (float4)(fp_maximum(a.x, b.x), fp_maximum(a.y, b.y), fp_maximum(a.z, b.z),
+                  fp_maximum(a.w, b.w));
+}
+
+/* ---- group reductions ------------------------------------------------------------
+ * Two barriers per reduction instead of log2(L): every work-item stores its
+ * value in slots[]; after a barrier, stage 1: the first `width` work-items
+ * each fold a strided share of the slots (consecutive work-items read
+ * consecutive addresses: no bank conflicts) into partials[]; after a second
+ * barrier, stage 2: every work-item folds the `width` partials itself, in
+ * the same order, so all of them hold the same result without a broadcast.
+ *
+ * Both folds are unrolled over a compile-time bound, each step predicated
+ * on the (uniform) trip count, into independent accumulators combined at
+ * the end: no load waits for another, so they issue back to back, and the
+ * combines form short chains. A loop with a run-time trip count and one
+ * accumulator is a chain of dependent local load + combine steps, some 30
+ * cycles each on a GPU (32 steps per stage at L = 1024), while the rest of
+ * the group waits at the barrier.
+ *
+ * Reuse is safe without a third barrier: the next reduction writes slots[]
+ * only after this one's second barrier, which no work-item passes before
+ * stage 1 has read the slots, and partials[] only after its own first
+ * barrier, which no work-item reaches before it has read this reduction's
+ * partials (stage 2). Must be called by the whole group (uniform control
+ * flow). `op` is an FP_REDUCE_* code; the wrappers pass a constant, which
+ * the compiler folds. */
+
+static FP_INLINE float fp_reduce_combine(int op, float x, float y) {
+  return op == FP_REDUCE_SUM ? x + y : fp_maximum(x, y); /* torch.amax: NaN propagates */
+}
+
+/* x op identity == x: 0 for a sum, -inf for fp_maximum (a NaN stays NaN). */
+static FP_INLINE float fp_reduce_identity(int op) { return op == FP_REDUCE_SUM ? 0.0f : -INFINITY; }
+
+static FP_INLINE float4 fp_reduce_combine4(int op, float4 x, float4 y) {
+  return op == FP_REDUCE_SUM ? x + y : fp_maximum4(x, y);
+}
+
+/* (x op y) op (z op w) */
+static FP_INLINE float fp_reduce_hcombine4(int op, float4 v) {
+  return fp_reduce_combine(op, fp_reduce_combine(op, v.x, v.y), fp_reduce_combine(op, v.z, v.w));
+}
+
+/* Four accumulators, combined as (a0 op a1) op (a2 op a3). */
+static FP_INLINE float fp_reduce_acc4(int op, const float *acc) {
+  return fp_reduce_combine(op, fp_reduce_combine(op, acc[0], acc[1]),
+                           fp_reduce_combine(op, acc[2], acc[3]));
+}
+
+/* Width of the second stage of fp_group_reduce: ~sqrt(L), so that both
+ * stages stay short (8 for L = 32, 32 for L = 1024). Then neither stage
+ * folds more than FP_PARTIALS values: ceil(L / width) <= width below 32, and
+ * L <= FP_MAX_GROUP = 32 * FP_PARTIALS. */
 static uint fp_partials_width(uint n) {
   uint width = 1;
   while (width * width < n && width < FP_PARTIALS)
@@ -66,39 +138,37 @@ static uint fp_partials_width(uint n) {
   return min(width, n);
 }
 
-/* ---- group reductions ------------------------------------------------------------
- * Two barriers per reduction instead of log2(L): every work-item stores its
- * value in slots[]; the first `width` work-items each fold a strided share of
- * the slots (consecutive addresses: no bank conflicts) into partials[]; then
- * every work-item folds the `width` partials itself, in the same order, so all
- * of them hold the same result without a broadcast. width ~ sqrt(L) balances
- * the two serial stages (8 for L = 32, 32 for L = 1024). Reuse is safe without
- * a third barrier: the next reduction writes slots[] only after this one's
- * second barrier, and partials[] only after its own first barrier, which no
- * work-item reaches before it has read this reduction's partials.
- * Must be called by the whole group (uniform control flow). `op` is an
- * FP_REDUCE_* code; the wrappers pass a constant, which the compiler folds. */
-
-static float fp_reduce_combine(int op, float x, float y) {
-  return op == FP_REDUCE_SUM ? x + y : fp_maximum(x, y); /* torch.amax: NaN propagates */
-}
-
+/* The group reduction of prim.cl, for any L (not necessarily a power of
+ * two), with partials[] of FP_PARTIALS floats: scalar loads, as nothing
+ * aligns its arrays (the teams below read float4). */
 static float fp_group_reduce(int op, float v, __local float *slots, __local float *partials) {
   const uint lid = get_local_id(0), n = get_local_size(0);
   const uint width = fp_partials_width(n);
   slots[lid] = v;
   barrier(CLK_LOCAL_MEM_FENCE);
   if (lid < width) {
-    float p = slots[lid];
-    for (uint t = lid + width; t < n; t += width)
-      p = fp_reduce_combine(op, p, slots[t]);
-    partials[lid] = p;
+    float acc[4];
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+      acc[a] = fp_reduce_identity(op);
+#pragma unroll
+    for (uint k = 0; k < FP_PARTIALS; ++k) {
+      const uint t = lid + k * width;
+      if (t < n)
+        acc[k & 3] = fp_reduce_combine(op, acc[k & 3], slots[t]);
+    }
+    partials[lid] = fp_reduce_acc4(op, acc);
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  float total = partials[0];
-  for (uint t = 1; t < width; ++t)
-    total = fp_reduce_combine(op, total, partials[t]);
-  return total;
+  float acc[4];
+#pragma unroll
+  for (int a = 0; a < 4; ++a)
+    acc[a] = fp_reduce_identity(op);
+#pragma unroll
+  for (uint t = 0; t < FP_PARTIALS; ++t)
+    if (t < width)
+      acc[t & 3] = fp_reduce_combine(op, acc[t & 3], partials[t]);
+  return fp_reduce_acc4(op, acc);
 }
 
 static float fp_group_sum(float v, __local float *slots, __local float *partials) {
@@ -124,20 +194,24 @@ static float fp_group_max(float v, __local float *slots, __local float *partials
  * 4 vectors each), and the group-wide barriers of the reductions are shared
  * by all the rows of the group. FP_MIN_TEAM is 4 so that the up to 3 head
  * and 3 tail scalars of a row (fp_rowpart) each have a work-item. */
-/* The register cache (reduce.cl) is an array in a struct handed to helper
- * functions by pointer: it stays in registers only if they are inlined, which
- * generic clang at -O2 declined for the larger ones (checked on the LLVM IR
- * of clang 15: fp_rc_max stayed a call with the cache on the stack). */
-#if defined(__clang__)
-#define FP_INLINE inline __attribute__((always_inline))
-#else
-#define FP_INLINE inline
-#endif
 
 #ifndef FP_ROW_VEC
 #define FP_ROW_VEC 4 /* float4 per work-item: must match FP_CL_ROW_VEC of the backend */
 #endif
 #define FP_MIN_TEAM 4
+/* The first stage of a team reduction (fp_team_reduce): at most
+ * FP_TEAM_WIDTH work-items, each folding at most FP_TEAM_FOLD =
+ * 2^FP_TEAM_FOLD_LOG2 float4 of slots (a team of FP_MAX_GROUP). */
+#define FP_TEAM_WIDTH 8
+#define FP_TEAM_FOLD_LOG2 5
+#define FP_TEAM_FOLD (FP_MAX_GROUP / (4 * FP_TEAM_WIDTH))
+/* Local arrays of FP_MAX_GROUP floats for the team reductions, which read
+ * them as float4: declared as float4 for the alignment, used through a
+ * float pointer `name`. In a kernel's body (OpenCL C 1.2 allows __local
+ * variables only at kernel scope). */
+#define FP_TEAM_SCRATCH(name)                                                                      \
+  __local float4 name##_f4[FP_MAX_GROUP / 4];                                                      \
+  __local float *const name = (__local float *)name##_f4
 /* 16-byte loads in flight per work-item in the streaming loops of the row
  * kernels (rows that do not fit the register cache). 4 keeps 64 KiB in
  * flight per SM at 1024 work-items; -DFP_STREAM_UNROLL=2 halves the loop's
@@ -152,7 +226,8 @@ typedef struct fp_team {
   int base;  /* local id of the team's first work-item */
   int index; /* team within the group */
   int count; /* teams per group, L / T */
-  int width; /* width of the second reduction stage */
+  int width; /* work-items of the first reduction stage, W (fp_team_reduce) */
+  int fold;  /* float4 of slots each of them folds, T / (4 * W) */
 } fp_team;
 
 /* The team for rows of N with `vec` float4 per work-item (FP_ROW_VEC for
@@ -171,7 +246,8 @@ static FP_INLINE fp_team fp_team_of_vec(long N, int vec) {
   tm.lane = lid - tm.index * t;
   tm.base = tm.index * t;
   tm.count = L / t;
-  tm.width = (int)fp_partials_width((uint)t);
+  tm.width = min(FP_TEAM_WIDTH, t >> 2);
+  tm.fold = (t >> 2) / tm.width;
   return tm;
 }
 
@@ -224,7 +300,8 @@ static FP_INLINE int fp_row_cached(long N, fp_team tm) {
  * kernel sits in one uniform branch of the mode rather than in per-row
  * branches, which PoCL 3.1 miscompiles with a barrier inside (see
  * reduce.cl). Only softmax and norm_chain have a _local kernel: see
- * FP_ROWS_KERNELS_LOCAL_UNUSED for double_softmax and layernorm;
+ * FP_ROWS_KERNELS_LOCAL_UNUSED for double_softmax and
+ * FP_ROWS_KERNELS_STATS for layernorm;
  * softmax_backward, which holds two rows, is not written for one
  * (FP_ROWS_KERNELS_NO_LOCAL). */
 #define FP_ROWS_ANY 0
@@ -255,74 +332,163 @@ static FP_INLINE int fp_rows_local(int mode, long N, fp_team tm) {
   return mode == FP_ROWS_LOCAL && tm.size == (int)get_local_size(0) && (N >> 2) <= FP_LOCAL_ROW_VEC;
 }
 
-/* The group's reduction slots are declared in each kernel (OpenCL 1.2
+/* The group's reduction scratch is declared in each kernel (OpenCL 1.2
  * allows __local variables only at kernel scope), and so is the mode, as a
  * constant: `args` is the call's argument list in parentheses and names
- * slots, partials, lcache (where the operator has a _local kernel) and mode
- * last (OpenCL C 1.2 has no variadic macros, so the list cannot be extended
- * here). `lcache_decl` declares lcache: the array in the _local kernel
- * (FP_ROWS_LCACHE), a null pointer, never dereferenced (fp_rows_local is
- * constant 0 there), in the others (FP_ROWS_LCACHE_NULL), nothing for an
- * operator without a _local kernel (FP_ROWS_LCACHE_NONE). */
-#define FP_ROWS_LCACHE __local float4 lcache[FP_LOCAL_ROW_VEC]
-#define FP_ROWS_LCACHE_NULL __local float4 *const lcache = 0
-#define FP_ROWS_LCACHE_NONE
-#define FP_ROWS_KERNEL_AS(kernel, op, row_mode, lcache_decl, params, args)                         \
+ * the scratch (slots and partials, or stats), lcache (where the operator
+ * has a _local kernel) and mode last (OpenCL C 1.2 has no variadic macros,
+ * so the list cannot be extended here). `decls` declares them:
+ * FP_ROWS_DECL_LOCAL slots, partials and the lcache array (the _local
+ * kernel); FP_ROWS_DECL_NULL slots, partials and lcache as a null pointer,
+ * never dereferenced (fp_rows_local is constant 0 there); FP_ROWS_DECL_NONE
+ * slots and partials (an operator without a _local kernel);
+ * FP_ROWS_DECL_STATS stats (fp_team_stats of reduce.cl: FP_TEAM_STATS
+ * float4, 20 KiB) and lcache as a null pointer. */
+#define FP_TEAM_STATS (FP_MAX_GROUP + FP_MAX_GROUP / 4)
+#define FP_ROWS_DECL_NONE                                                                          \
+  FP_TEAM_SCRATCH(slots);                                                                          \
+  FP_TEAM_SCRATCH(partials)
+#define FP_ROWS_DECL_LOCAL                                                                         \
+  FP_ROWS_DECL_NONE;                                                                               \
+  __local float4 lcache[FP_LOCAL_ROW_VEC]
+#define FP_ROWS_DECL_NULL                                                                          \
+  FP_ROWS_DECL_NONE;                                                                               \
+  __local float4 *const lcache = 0
+#define FP_ROWS_DECL_STATS                                                                         \
+  __local float4 stats[FP_TEAM_STATS];                                                             \
+  __local float4 *const lcache = 0
+#define FP_ROWS_KERNEL_AS(kernel, op, row_mode, decls, params, args)                               \
   __kernel void kernel params {                                                                    \
-    __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];                                     \
-    lcache_decl;                                                                                   \
+    decls;                                                                                         \
     const int mode = row_mode;                                                                     \
     fp_##op##_rows args;                                                                           \
   }
 #if FP_LOCAL_ROW_VEC > 0
 #define FP_ROWS_KERNEL_LOCAL(op, params, args)                                                     \
-  FP_ROWS_KERNEL_AS(op##_fused_local, op, FP_ROWS_LOCAL, FP_ROWS_LCACHE, params, args)
+  FP_ROWS_KERNEL_AS(op##_fused_local, op, FP_ROWS_LOCAL, FP_ROWS_DECL_LOCAL, params, args)
 #else /* no _local kernels: the backend launches _stream */
 #define FP_ROWS_KERNEL_LOCAL(op, params, args)
 #endif
 #define FP_ROWS_KERNELS(op, params, args)                                                          \
-  FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, FP_ROWS_LCACHE_NULL, params, args)                \
-  FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, FP_ROWS_LCACHE_NULL, params, args)      \
-  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, FP_ROWS_LCACHE_NULL, params, args)      \
+  FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, FP_ROWS_DECL_NULL, params, args)                  \
+  FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, FP_ROWS_DECL_NULL, params, args)        \
+  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, FP_ROWS_DECL_NULL, params, args)        \
   FP_ROWS_KERNEL_LOCAL(op, params, args)
-/* double_softmax and layernorm: written for lcache, built without their
- * _local kernels. Timed on an H100 against _stream (2026-11-23,
- * docs/PERF.md), layernorm's _local, which spills 20 bytes under NVIDIA's
- * 64-register cap, ran 10-20% slower, double_softmax's, bound by its
- * exponentials, within +-4%. Replace the macro with FP_ROWS_KERNELS to
- * build them again. */
+/* double_softmax: written for lcache, built without its _local kernel.
+ * Timed on an H100 against _stream (2026-11-23, docs/PERF.md), it ran
+ * within +-4%, bound by its exponentials. Replace the macro with
+ * FP_ROWS_KERNELS to build it again. */
 #define FP_ROWS_KERNELS_LOCAL_UNUSED(op, params, args)                                             \
-  FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, FP_ROWS_LCACHE_NULL, params, args)                \
-  FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, FP_ROWS_LCACHE_NULL, params, args)      \
-  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, FP_ROWS_LCACHE_NULL, params, args)
+  FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, FP_ROWS_DECL_NULL, params, args)                  \
+  FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, FP_ROWS_DECL_NULL, params, args)        \
+  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, FP_ROWS_DECL_NULL, params, args)
 #define FP_ROWS_KERNELS_NO_LOCAL(op, params, args)                                                 \
-  FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, FP_ROWS_LCACHE_NONE, params, args)                \
-  FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, FP_ROWS_LCACHE_NONE, params, args)      \
-  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, FP_ROWS_LCACHE_NONE, params, args)
+  FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, FP_ROWS_DECL_NONE, params, args)                  \
+  FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, FP_ROWS_DECL_NONE, params, args)        \
+  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, FP_ROWS_DECL_NONE, params, args)
+/* layernorm: its scratch is stats[] (fp_team_stats), and it is written for
+ * lcache too (its streaming pass stores the row there, the output pass
+ * reads it back), built without its _local kernel: timed on an H100
+ * against _stream (2026-11-23, docs/PERF.md), that kernel, which then read
+ * x three times and spilled 20 bytes under NVIDIA's 64-register cap, ran
+ * 10-20% slower. lcache's 32 KiB and stats' 20 KiB would also exceed the
+ * 48 KiB of local memory a kernel may declare on NVIDIA's OpenCL. */
+#define FP_ROWS_KERNELS_STATS(op, params, args)                                                    \
+  FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, FP_ROWS_DECL_STATS, params, args)                 \
+  FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, FP_ROWS_DECL_STATS, params, args)       \
+  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, FP_ROWS_DECL_STATS, params, args)
 
-/* Team reductions: fp_group_reduce's two-barrier scheme, each team over its
- * own slots; slots[] and partials[] hold FP_MAX_GROUP floats (a team's
- * partials are at its own base). Must be reached by the whole group, idle
- * work-items included (a group of L not a multiple of T has some). */
+/* ---- team reductions ---------------------------------------------------------------
+ * fp_group_reduce's two-barrier scheme, each team over its own T slots (at
+ * its base), with loads of 16 bytes:
+ *   stage 1: W = min(FP_TEAM_WIDTH, T / 4) work-items of the team each fold
+ *     T / (4W) float4 of its slots, lane, lane + W, ... (consecutive
+ *     work-items read consecutive 16 bytes: no bank conflicts), into two
+ *     float4 accumulators (8 independent chains), and store the result as
+ *     partial `lane` at the team's base;
+ *   stage 2: every work-item of the team reads the W partials as float4
+ *     (at most 2 loads, the same address across the team: a broadcast) and
+ *     folds them in the same order.
+ * Why W = 8 rather than ~sqrt(T): local memory returns one 32-bit register
+ * per warp and cycle (128 bytes per SM on NVIDIA), a load that every
+ * work-item of a warp makes at the same address included, and a uniform
+ * 128-bit load returns its four in about two cycles (NVIDIA's forum on
+ * sm_70: 2 requests instead of 4). Stage 2 costs the SM (T / 32) * W
+ * returns, 1024 cycles for T = 1024 with W = 32 scalar loads, 128 with W = 8
+ * read as float4; stage 1 costs one warp T / W returns, 128 at T = 1024 (32
+ * back-to-back 16-byte loads per work-item). The sum, T / W + T * W / 64, is
+ * least at W = 8 for every T. Stage 1 is unrolled over FP_TEAM_FOLD, the
+ * most float4 a work-item folds (T = FP_MAX_GROUP), in blocks behind uniform
+ * branches.
+ * A team of T < 16 (W < 4) pads its partials with the identity up to 4
+ * (work-items W..3 store it), so that stage 2 reads a whole float4.
+ * The reuse argument of fp_group_reduce holds as it is. slots[] and
+ * partials[] hold FP_MAX_GROUP floats each, 16-byte aligned (declare them
+ * with FP_TEAM_SCRATCH); T >= FP_MIN_TEAM = 4 keeps each team's base a
+ * multiple of 4 (a group of L < 4, which the backend never launches, would
+ * also lose the head and tail scalars of fp_rowpart). Must be reached by
+ * the whole group, idle work-items included (a group of L not a multiple
+ * of T has some). */
+
+/* Stage 1 on a work-item of a whole team with lane < W: the fold of its
+ * share of the team's slots, s[k * W] for k < tm.fold. tm.fold is a power
+ * of two, so the loads come in blocks k in [2^b, 2^(b+1)), each behind one
+ * uniform branch and unconditional inside it: a block's loads issue back
+ * to back (a branch per load would keep the compiler from hoisting the
+ * next load above it). A team with tm.fold > 1 has T > 32 and W =
+ * FP_TEAM_WIDTH, a constant stride: each load addresses s plus an
+ * immediate offset. (With the stride W in a register, clang's NVPTX
+ * backend kept an address per load live and spilled 100-200 bytes more
+ * per kernel under ptxas -maxrregcount=64, sm_90.) */
+static FP_INLINE float fp_team_fold_slots(int op, __local const float *slots, fp_team tm) {
+  __local const float4 *s = (__local const float4 *)(slots + tm.base) + tm.lane;
+  float4 acc[2];
+  acc[0] = s[0];
+  acc[1] = (float4)(fp_reduce_identity(op));
+#pragma unroll
+  for (int b = 0; b < FP_TEAM_FOLD_LOG2; ++b) {
+    if ((1 << b) < tm.fold) {
+#pragma unroll
+      for (int k = 1 << b; k < 2 << b; ++k)
+        acc[k & 1] = fp_reduce_combine4(op, acc[k & 1], s[k * FP_TEAM_WIDTH]);
+    }
+  }
+  return fp_reduce_hcombine4(op, fp_reduce_combine4(op, acc[0], acc[1]));
+}
+
+/* Stage 1 on a work-item of a whole team: lanes below W store their fold
+ * as partial `lane`, lanes W..3 the identity (the padding). */
+static FP_INLINE void fp_team_store_partial(int op, __local const float *slots,
+                                            __local float *partials, fp_team tm) {
+  if (tm.lane < tm.width)
+    partials[tm.base + tm.lane] = fp_team_fold_slots(op, slots, tm);
+  else if (tm.lane < 4)
+    partials[tm.base + tm.lane] = fp_reduce_identity(op);
+}
+
+/* Stage 2 on a work-item of a whole team: the fold of the team's partials,
+ * the same on every work-item. */
+static FP_INLINE float fp_team_fold_partials(int op, __local const float *partials, fp_team tm) {
+  __local const float4 *p = (__local const float4 *)(partials + tm.base);
+  float4 acc = p[0];
+#pragma unroll
+  for (int j = 1; j < FP_TEAM_WIDTH / 4; ++j)
+    if (4 * j < tm.width)
+      acc = fp_reduce_combine4(op, acc, p[j]);
+  return fp_reduce_hcombine4(op, acc);
+}
+
 static float fp_team_reduce(int op, float v, fp_team tm, __local float *slots,
                             __local float *partials) {
-  const int lid = tm.base + tm.lane;
   const int real = tm.index < tm.count;
-  slots[lid] = v;
+  slots[tm.base + tm.lane] = v;
   barrier(CLK_LOCAL_MEM_FENCE);
-  if (real && tm.lane < tm.width) {
-    float p = slots[lid];
-    for (int t = tm.lane + tm.width; t < tm.size; t += tm.width)
-      p = fp_reduce_combine(op, p, slots[tm.base + t]);
-    partials[lid] = p;
-  }
+  if (real)
+    fp_team_store_partial(op, slots, partials, tm);
   barrier(CLK_LOCAL_MEM_FENCE);
   float total = v;
-  if (real) {
-    total = partials[tm.base];
-    for (int t = 1; t < tm.width; ++t)
-      total = fp_reduce_combine(op, total, partials[tm.base + t]);
-  }
+  if (real)
+    total = fp_team_fold_partials(op, partials, tm);
   return total;
 }
 
@@ -368,15 +534,4 @@ static FP_INLINE fp_rowpart fp_rowpart_of(long row, long N, fp_team tm, int acti
   p.mine_head = active && tm.lane < p.head;
   p.mine_tail = active && tm.lane < p.tail;
   return p;
-}
-
-static FP_INLINE float fp_hsum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
-
-static FP_INLINE float fp_hmax4(float4 v) {
-  return fp_maximum(fp_maximum(v.x, v.y), fp_maximum(v.z, v.w));
-}
-
-static FP_INLINE float4 fp_maximum4(float4 a, float4 b) {
-  return (float4)(fp_maximum(a.x, b.x), fp_maximum(a.y, b.y), fp_maximum(a.z, b.z),
-                  fp_maximum(a.w, b.w));
 }

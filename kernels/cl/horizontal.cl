@@ -13,33 +13,23 @@
  */
 
 /* Sum and torch.amax (NaN propagates) of the team in one pass of the
- * two-barrier scheme of fp_team_reduce. */
+ * two-barrier scheme of fp_team_reduce (common.cl), over two pairs of
+ * arrays declared with FP_TEAM_SCRATCH. */
 static void fp_team_sum_max(float *sum, float *max, fp_team tm, __local float *slots_sum,
                             __local float *slots_max, __local float *partials_sum,
                             __local float *partials_max) {
-  const int lid = tm.base + tm.lane;
   const int real = tm.index < tm.count;
-  slots_sum[lid] = *sum;
-  slots_max[lid] = *max;
+  slots_sum[tm.base + tm.lane] = *sum;
+  slots_max[tm.base + tm.lane] = *max;
   barrier(CLK_LOCAL_MEM_FENCE);
-  if (real && tm.lane < tm.width) {
-    float ps = slots_sum[lid], pm = slots_max[lid];
-    for (int t = tm.lane + tm.width; t < tm.size; t += tm.width) {
-      ps += slots_sum[tm.base + t];
-      pm = fp_maximum(pm, slots_max[tm.base + t]);
-    }
-    partials_sum[lid] = ps;
-    partials_max[lid] = pm;
+  if (real) {
+    fp_team_store_partial(FP_REDUCE_SUM, slots_sum, partials_sum, tm);
+    fp_team_store_partial(FP_REDUCE_MAX, slots_max, partials_max, tm);
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   if (real) {
-    float ts = partials_sum[tm.base], tmx = partials_max[tm.base];
-    for (int t = 1; t < tm.width; ++t) {
-      ts += partials_sum[tm.base + t];
-      tmx = fp_maximum(tmx, partials_max[tm.base + t]);
-    }
-    *sum = ts;
-    *max = tmx;
+    *sum = fp_team_fold_partials(FP_REDUCE_SUM, partials_sum, tm);
+    *max = fp_team_fold_partials(FP_REDUCE_MAX, partials_max, tm);
   }
 }
 
@@ -66,7 +56,8 @@ static float4 fp_cos4(float4 v) { return (float4)(cos(v.x), cos(v.y), cos(v.z), 
 /* sum[i] = sum_j a[i,j]; cosx[i,j] = cos(a[i,j]). */
 __kernel void hreduce_pointwise_fused(__global float *sum, __global float *cosx,
                                       __global const float *a, long M, long N) {
-  __local float slots[FP_MAX_GROUP], partials[FP_MAX_GROUP];
+  FP_TEAM_SCRATCH(slots);
+  FP_TEAM_SCRATCH(partials);
   const fp_team tm = fp_team_of_vec(N, FP_HREDUCE_VEC);
   const long T = tm.size;
   for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
@@ -121,8 +112,10 @@ __kernel void hreduce_pointwise_fused(__global float *sum, __global float *cosx,
 /* sum[i] = sum_j a[i,j]; amax[i] = max_j a[i,j] (NaN propagates). */
 __kernel void hreduce_reduce_fused(__global float *sum, __global float *amax,
                                    __global const float *a, long M, long N) {
-  __local float slots_sum[FP_MAX_GROUP], slots_max[FP_MAX_GROUP];
-  __local float partials_sum[FP_MAX_GROUP], partials_max[FP_MAX_GROUP];
+  FP_TEAM_SCRATCH(slots_sum);
+  FP_TEAM_SCRATCH(slots_max);
+  FP_TEAM_SCRATCH(partials_sum);
+  FP_TEAM_SCRATCH(partials_max);
   const fp_team tm = fp_team_of_vec(N, FP_HREDUCE_VEC);
   const long T = tm.size;
   for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {

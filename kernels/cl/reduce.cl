@@ -20,14 +20,22 @@
  *    and softmax_backward, which therefore streamed for most N >= 1024).
  *  - streaming: longer rows (T = L) are re-read from global memory for each
  *    pass; softmax uses the online (running max, rescaled sum) form so that
- *    max and sum come from a single pass: read, read, write. The _local
+ *    max and sum come from a single pass: read, read, write; layernorm's
+ *    statistics likewise take one pass (fp_stream_stats). The _local
  *    kernels (common.cl) read a row of up to FP_LOCAL_ROW_VEC vectors once:
  *    the first pass also stores each vector it loads in lcache (local
  *    memory), the later passes read it from there. Only softmax and
  *    norm_chain have one: double_softmax and layernorm are written for
  *    lcache too, but their _local kernels measured slower on an H100
- *    (FP_ROWS_KERNELS_LOCAL_UNUSED, common.cl); softmax_backward would
- *    need two rows' worth.
+ *    (FP_ROWS_KERNELS_LOCAL_UNUSED, FP_ROWS_KERNELS_STATS, common.cl);
+ *    softmax_backward would need two rows' worth.
+ * Reductions across the team (common.cl, fp_team_reduce: two barriers and
+ * a few back-to-back local loads each) per row: softmax 2 (max, then sum;
+ * see fp_softmax_stats), double_softmax 3, norm_chain 3, softmax_backward
+ * 1, layernorm 1 (fp_team_stats merges each work-item's count, mean and
+ * centred squares, where a sum and then a sum of centred squares took
+ * two). Between them the memory idles where a compute unit holds few
+ * groups (long rows), so their latency counts.
  * Streaming loops issue FP_STREAM_UNROLL 16-byte loads (common.cl) before
  * any store: a compiler may not move a load above a store to a buffer that
  * might alias it (out may be x), so a plain load-compute-store loop keeps a
@@ -243,40 +251,195 @@ static FP_INLINE float fp_stream_second_exp_sum(__global const float *xr, fp_row
   return total;
 }
 
-/* The work-item's share of sum_j (x[j] - mean)^2; the vectors of x from lc
- * if `from_lc`. */
-static FP_INLINE float fp_stream_centred_squares(__global const float *xr, fp_rowpart p, fp_team tm,
-                                                 float mean, __local const float4 *lc,
-                                                 int from_lc) {
+/* ---- layernorm's statistics ---------------------------------------------------------
+ * A float4 (n, c, e, q) summarises a part of a row: its count n, a centre c
+ * near its mean (the sum over n as rounded; 0 for an empty part), and the
+ * moments about c, e = sum (x - c) and q = sum (x - c)^2. The part's mean is
+ * c + e/n and its centred sum of squares q - e^2/n; parts merge exactly
+ * about any new centre C (Chan et al.'s update, written for moments about a
+ * centre): with d_i = c_i - C, e = sum e_i + n_i d_i and
+ * q = sum q_i + d_i (2 e_i + n_i d_i). With every centre near its part's
+ * mean, c_i - C is exact (Sterbenz) and e small, so no step cancels: the
+ * form of (n, mean, M2) that keeps its rounded mean's error out of M2
+ * (merging M2 about a rounded mean adds n * (its error)^2: on PoCL, rstd
+ * came out 1.4% off for a row of 1e4 + U(-0.02, 0.02), 1e-8 this way). So
+ * the row's statistics take one team reduction of these summaries
+ * (fp_team_stats) instead of a sum reduction and then one of centred
+ * squares, and a streamed row one read of x instead of two. The mean used
+ * and reported is C + e/N (more accurate than the CPU's sum/N); a non-finite
+ * C (a NaN or inf in the row, or an overflowing sum) is the mean itself, as
+ * sum/N is.
+ * Special values: a part holding an inf or NaN has c inf or NaN and e, q
+ * NaN (x - c is), so the variance and rstd are NaN, as the two-pass form
+ * gives. Empty parts: n_i * d_i and d_i * (2 e_i + n_i d_i) are 0 for a
+ * finite C (0 * d, never 0 * d^2, which would overflow to 0 * inf = NaN);
+ * counts are exact floats (up to 2^24). */
+
+/* One value x. */
+static FP_INLINE float4 fp_stats_one(float x) {
+  const float e = x - x; /* NaN for an inf or NaN x */
+  return (float4)(1.0f, x, e, e * e);
+}
+
+/* The centre of two or more parts, sum n_i c_i / n: the weighted mean,
+ * inf where one is (a + (b - a) * w would make it inf - inf = NaN). */
+static FP_INLINE float fp_stats_centre(float n, float nc) { return n > 0.0f ? nc / n : 0.0f; }
+
+/* Part a's moments moved to centre C, added to (e, q). */
+static FP_INLINE void fp_stats_add_moved(float4 a, float C, float *e, float *q) {
+  const float d = a.y - C;
+  *e += a.z + a.x * d;
+  *q += a.w + d * (2.0f * a.z + a.x * d);
+}
+
+/* The union of two parts (one division). */
+static FP_INLINE float4 fp_stats_merge(float4 a, float4 b) {
+  const float n = a.x + b.x;
+  const float C = fp_stats_centre(n, a.x * a.y + b.x * b.y);
+  float e = 0.0f, q = 0.0f;
+  fp_stats_add_moved(a, C, &e, &q);
+  fp_stats_add_moved(b, C, &e, &q);
+  return (float4)(n, C, e, q);
+}
+
+/* (n, c) of summary *a: pass 1 of the folds below reads only those, so
+ * that the compiler does not keep pass 1's float4 live for pass 2 (it
+ * spilled 30-60 bytes more of layernorm under ptxas -maxrregcount=64 with
+ * clang's NVPTX backend). */
+static FP_INLINE float2 fp_stats_nc(__local const float4 *a) {
+  return ((__local const float2 *)a)[0];
+}
+
+/* Stage 1 of fp_team_stats on lane < W: the union of the team's summaries
+ * lane + k * W, k < 4 * tm.fold (it points at the first): the count and
+ * centre first, then the moments about them in a second pass, two
+ * accumulators per pass, the loads in blocks of 4 that issue back to back.
+ * Past the first block (T > 32) the stride is the constant FP_TEAM_WIDTH
+ * (see fp_team_fold_slots). */
+static FP_INLINE float4 fp_stats_fold(__local const float4 *it, fp_team tm) {
+  const int cnt = 4 * tm.fold;
+  float n[2] = {0.0f, 0.0f}, nc[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const float2 a = fp_stats_nc(it + u * tm.width);
+    n[u & 1] += a.x;
+    nc[u & 1] += a.x * a.y;
+  }
+  for (int k = 4; k < cnt; k += 4) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const float2 a = fp_stats_nc(it + (k + u) * FP_TEAM_WIDTH);
+      n[u & 1] += a.x;
+      nc[u & 1] += a.x * a.y;
+    }
+  }
+  const float nn = n[0] + n[1];
+  const float C = fp_stats_centre(nn, nc[0] + nc[1]);
+  float e[2] = {0.0f, 0.0f}, q[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int u = 0; u < 4; ++u)
+    fp_stats_add_moved(it[u * tm.width], C, &e[u & 1], &q[u & 1]);
+  for (int k = 4; k < cnt; k += 4) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      fp_stats_add_moved(it[(k + u) * FP_TEAM_WIDTH], C, &e[u & 1], &q[u & 1]);
+  }
+  return (float4)(nn, C, e[0] + e[1], q[0] + q[1]);
+}
+
+/* Stage 2 of fp_team_stats: the union of the team's W <= FP_TEAM_WIDTH
+ * partial summaries, unrolled, each load predicated on W. */
+static FP_INLINE float4 fp_stats_fold_partials(__local const float4 *part, int cnt) {
+  float n = 0.0f, nc = 0.0f;
+#pragma unroll
+  for (int j = 0; j < FP_TEAM_WIDTH; ++j) {
+    if (j < cnt) {
+      const float2 a = fp_stats_nc(part + j);
+      n += a.x;
+      nc += a.x * a.y;
+    }
+  }
+  const float C = fp_stats_centre(n, nc);
+  float e[2] = {0.0f, 0.0f}, q[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int j = 0; j < FP_TEAM_WIDTH; ++j)
+    if (j < cnt)
+      fp_stats_add_moved(part[j], C, &e[j & 1], &q[j & 1]);
+  return (float4)(n, C, e[0] + e[1], q[0] + q[1]);
+}
+
+/* The team's statistics from each work-item's `mine`: the two-barrier
+ * scheme of fp_team_reduce (common.cl) over float4 summaries, the same on
+ * every work-item of a whole team. stats[] holds FP_TEAM_STATS float4: the
+ * work-items' summaries, then at FP_MAX_GROUP + base / 4 the team's W
+ * partial ones (W <= T / 4 of them: the teams' ranges do not overlap).
+ * Stage 1: work-item lane < W folds summaries lane, lane + W, ...
+ * (4 * tm.fold of them; consecutive work-items read consecutive 16 bytes);
+ * stage 2: every work-item folds the W partials (the same addresses across
+ * the team: broadcasts). Reuse without a third
+ * barrier is safe as for fp_team_reduce. Must be reached by the whole
+ * group. */
+static float4 fp_team_stats(float4 mine, fp_team tm, __local float4 *stats) {
+  const int real = tm.index < tm.count;
+  __local float4 *part = stats + FP_MAX_GROUP + (tm.base >> 2);
+  stats[tm.base + tm.lane] = mine;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (real && tm.lane < tm.width)
+    part[tm.lane] = fp_stats_fold(stats + tm.base + tm.lane, tm);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float4 total = mine;
+  if (real)
+    total = fp_stats_fold_partials(part, tm.width);
+  return total;
+}
+
+/* The statistics of the work-item's share of the row x, in one read;
+ * stores its vectors in lc if `keep`. Each group of FP_STREAM_UNROLL
+ * vectors loaded at once is summarised in registers (its mean as the
+ * centre, the moments about it) and merged into the total: a division per
+ * 16 elements. The total's sum is n * C + e, e the deviations from C: no
+ * accumulator takes thousands of terms of the row's magnitude, so the
+ * FP_CHUNK blocking of the sums is not needed. */
+static FP_INLINE float4 fp_stream_stats(__global const float *xr, fp_rowpart p, fp_team tm,
+                                        __local float4 *lc, int keep) {
   const long T = tm.size;
   __global const float4 *body = fp_body(xr, p);
-  float total = 0.0f;
-  if (p.mine_head) {
-    const float d = xr[tm.lane] - mean;
-    total += d * d;
-  }
-  if (p.mine_tail) {
-    const float d = xr[p.tail0 + tm.lane] - mean;
-    total += d * d;
-  }
+  float4 total = (float4)(0.0f);
+  if (p.mine_head)
+    total = fp_stats_one(xr[tm.lane]);
+  if (p.mine_tail)
+    total = fp_stats_merge(total, fp_stats_one(xr[p.tail0 + tm.lane]));
   long q = tm.lane;
-  while (q < p.nvec) {
-    const long end = min(p.nvec, q + (FP_CHUNK / 4) * T);
-    float4 acc[2] = {(float4)(0.0f), (float4)(0.0f)};
-    for (; q + (FP_STREAM_UNROLL - 1) * T < end; q += FP_STREAM_UNROLL * T) {
-      float4 d[FP_STREAM_UNROLL];
+  for (; q + (FP_STREAM_UNROLL - 1) * T < p.nvec; q += FP_STREAM_UNROLL * T) {
+    float4 v[FP_STREAM_UNROLL];
 #pragma unroll
-      for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-        d[u] = fp_body_at(body, lc, from_lc, q + u * T) - mean;
+    for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+      v[u] = body[q + u * T];
+    float4 acc = (float4)(0.0f);
 #pragma unroll
-      for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-        acc[u & 1] += d[u] * d[u];
+    for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
+      if (keep)
+        lc[q + u * T] = v[u];
+      acc += v[u];
     }
-    for (; q < end; q += T) {
-      const float4 d = fp_body_at(body, lc, from_lc, q) - mean;
-      acc[0] += d * d;
+    const float c = fp_hsum4(acc) * (1.0f / (4 * FP_STREAM_UNROLL));
+    float4 e = (float4)(0.0f), sq = (float4)(0.0f);
+#pragma unroll
+    for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
+      const float4 d = v[u] - c;
+      e += d;
+      sq += d * d;
     }
-    total += fp_hsum4(acc[0] + acc[1]);
+    total = fp_stats_merge(total,
+                           (float4)((float)(4 * FP_STREAM_UNROLL), c, fp_hsum4(e), fp_hsum4(sq)));
+  }
+  for (; q < p.nvec; q += T) {
+    const float4 a = body[q];
+    if (keep)
+      lc[q] = a;
+    const float c = fp_hsum4(a) * 0.25f;
+    const float4 d = a - c;
+    total = fp_stats_merge(total, (float4)(4.0f, c, fp_hsum4(d), fp_hsum4(d * d)));
   }
   return total;
 }
@@ -389,6 +552,32 @@ static FP_INLINE float fp_rc_max(const fp_rowcache *c, fp_rowpart p) {
   return m;
 }
 
+/* The statistics (n, c, e, q) of the work-item's share: its sum over n as
+ * the centre, then the moments about it; two passes over the registers. */
+static FP_INLINE float4 fp_rc_stats(const fp_rowcache *c, fp_rowpart p) {
+  const float n = (float)(4 * p.cnt + p.mine_head + p.mine_tail);
+  const float ctr = fp_stats_centre(n, fp_rc_sum(c, p));
+  float4 e = (float4)(0.0f), q = (float4)(0.0f);
+#pragma unroll
+  for (int k = 0; k < FP_ROW_VEC; ++k) {
+    if (k >= p.cnt)
+      continue;
+    const float4 d = c->v[k] - ctr;
+    e += d;
+    q += d * d;
+  }
+  float es = fp_hsum4(e), qs = fp_hsum4(q);
+  if (p.mine_head) {
+    es += c->h - ctr;
+    qs += (c->h - ctr) * (c->h - ctr);
+  }
+  if (p.mine_tail) {
+    es += c->t - ctr;
+    qs += (c->t - ctr) * (c->t - ctr);
+  }
+  return (float4)(n, ctr, es, qs);
+}
+
 /* v = exp(v - m) */
 static FP_INLINE void fp_rc_exp_shift(fp_rowcache *c, float m, fp_rowpart p) {
 #pragma unroll
@@ -435,8 +624,15 @@ static FP_INLINE void fp_rc_scale(fp_rowcache *c, float s, fp_rowpart p) {
  * use_lc). The cache then holds exp(v - max). The row maximum comes from a
  * max-reduction; the cached path then takes exp(v - max) once per element,
  * the streaming path rescales its online sum to that maximum (one exp per
- * work-item), and a sum-reduction follows: two cheap reductions rather than
- * one over (max, sum) pairs, whose merges cost two exp each. */
+ * work-item, all in parallel), and a sum-reduction follows. One reduction
+ * of (max, sum) pairs, as the CUDA kernels do with warp shuffles, would
+ * save a reduction's two barriers but moves those rescales into the
+ * reduction, where fp_online_merge costs an exp per pair: stage 1's W
+ * work-items would take T / W exps each, one after another, and every
+ * work-item W in stage 2 (at T = 1024, W = 8: 128 exps on each of 8
+ * work-items of one warp, then 8192 for the group, some 500 cycles of an
+ * SM's 16 exps per cycle, where a whole max-reduction takes a few hundred,
+ * common.cl). Without subgroup shuffles two cheap reductions cost less. */
 static FP_INLINE void fp_softmax_stats(fp_rowcache *c, int cached, int active,
                                        __global const float *xr, fp_rowpart p, fp_team tm,
                                        __local float4 *lc, int use_lc, __local float *slots,
@@ -660,17 +856,22 @@ FP_ROWS_KERNELS_NO_LOCAL(softmax_backward,
 
 /* ---- layernorm_fused ------------------------------------------------------------------------ */
 
-/* mean = sum/N; var = sum((x - mean)^2)/N (biased, two-pass: the centred sum
- * does not cancel as E[x^2] - mean^2 would); rstd = 1/sqrt(var + eps);
- * out = (x - mean) * rstd * w + b. Cached: FP_ROW_VEC vectors per
- * work-item, w and b read at the output step (they stay in L1/L2 across
- * rows); streaming: three reads of x, or one through lcache (local). */
+/* mean = sum/N (computed as C + e/N: layernorm's statistics above); var =
+ * sum((x - mean)^2)/N (biased; centred squares, which do not cancel as
+ * E[x^2] - mean^2 would); rstd = 1/sqrt(var + eps);
+ * out = (x - mean) * rstd * w + b. Both paths summarise each work-item's
+ * share as (count, centre, moments about it) and merge the summaries in
+ * one team reduction (fp_team_stats), where the sum and then the centred
+ * squares took two. Cached: FP_ROW_VEC vectors per work-item, w and b read
+ * at the output step (they stay in L1/L2 across rows); streaming: two
+ * reads of x (statistics, output), where the sum and the centred squares
+ * took one each, or one through lcache (local). The group's scratch is
+ * stats[] (FP_ROWS_KERNELS_STATS), no slots[] or partials[]. */
 static FP_INLINE void fp_layernorm_rows(__global float *out, __global float *mean_out,
                                         __global float *rstd_out, __global const float *x,
                                         __global const float *w, __global const float *b, long M,
-                                        long N, float eps, __local float *slots,
-                                        __local float *partials, __local float4 *lcache,
-                                        const int mode) {
+                                        long N, float eps, __local float4 *stats,
+                                        __local float4 *lcache, const int mode) {
   const fp_team tm = fp_team_of(N);
   const int cached = fp_rows_cached(mode, N, tm);
   const int use_lc = fp_rows_local(mode, N, tm);
@@ -687,36 +888,18 @@ static FP_INLINE void fp_layernorm_rows(__global float *out, __global float *mea
     __global const float *wh = w + p.head, *bh = b + p.head;
     const int waligned = p.head == 0;
     fp_rowcache c;
-    float part = 0.0f;
+    float4 mine = (float4)(0.0f);
     if (cached) {
       fp_rc_load(&c, xr, p, tm);
-      part = fp_rc_sum(&c, p);
+      mine = fp_rc_stats(&c, p);
     } else if (active) {
-      part = fp_stream_sum(xr, p, tm, lcache, use_lc);
+      mine = fp_stream_stats(xr, p, tm, lcache, use_lc);
     }
-    const float mean = fp_team_sum(part, tm, slots, partials) / (float)N;
-    float sq = 0.0f;
-    if (cached) {
-      float4 acc = (float4)(0.0f);
-#pragma unroll
-      for (int k = 0; k < FP_ROW_VEC; ++k) {
-        if (k >= p.cnt)
-          continue;
-        c.v[k] -= mean;
-        acc += c.v[k] * c.v[k];
-      }
-      c.h -= mean;
-      c.t -= mean;
-      sq = fp_hsum4(acc);
-      if (p.mine_head)
-        sq += c.h * c.h;
-      if (p.mine_tail)
-        sq += c.t * c.t;
-    } else if (active) {
-      sq = fp_stream_centred_squares(xr, p, tm, mean, lcache, use_lc);
-    }
-    const float var = fp_team_sum(sq, tm, slots, partials) / (float)N;
-    const float rstd = 1.0f / sqrt(var + eps);
+    const float4 st = fp_team_stats(mine, tm, stats); /* n = N: (N, C, e, q) */
+    const float mean = isfinite(st.y) ? st.y + st.z / (float)N : st.y;
+    float m2 = st.w - st.z * (st.z / (float)N);
+    m2 = m2 < 0.0f ? 0.0f : m2; /* rounding (a constant row); NaN stays NaN */
+    const float rstd = 1.0f / sqrt(m2 / (float)N + eps);
     if (cached) {
       __global float4 *py = fp_body_out(yr, p) + tm.lane;
       long q = tm.lane;
@@ -724,12 +907,12 @@ static FP_INLINE void fp_layernorm_rows(__global float *out, __global float *mea
       for (int k = 0; k < FP_ROW_VEC; ++k, py += tm.size, q += T) {
         if (k >= p.cnt)
           continue;
-        *py = c.v[k] * rstd * fp_load4(wh, q, waligned) + fp_load4(bh, q, waligned);
+        *py = (c.v[k] - mean) * rstd * fp_load4(wh, q, waligned) + fp_load4(bh, q, waligned);
       }
       if (p.mine_head)
-        yr[tm.lane] = c.h * rstd * w[tm.lane] + b[tm.lane];
+        yr[tm.lane] = (c.h - mean) * rstd * w[tm.lane] + b[tm.lane];
       if (p.mine_tail)
-        yr[p.tail0 + tm.lane] = c.t * rstd * w[p.tail0 + tm.lane] + b[p.tail0 + tm.lane];
+        yr[p.tail0 + tm.lane] = (c.t - mean) * rstd * w[p.tail0 + tm.lane] + b[p.tail0 + tm.lane];
     } else if (active) {
       __global const float4 *xb = fp_body(xr, p);
       __global float4 *yb = fp_body_out(yr, p);
@@ -758,13 +941,11 @@ static FP_INLINE void fp_layernorm_rows(__global float *out, __global float *mea
     }
   }
 }
-FP_ROWS_KERNELS_LOCAL_UNUSED(layernorm,
-                             (__global float *out, __global float *mean_out,
-                              __global float *rstd_out, __global const float *x,
-                              __global const float *w, __global const float *b, long M, long N,
-                              float eps),
-                             (out, mean_out, rstd_out, x, w, b, M, N, eps, slots, partials, lcache,
-                              mode))
+FP_ROWS_KERNELS_STATS(layernorm,
+                      (__global float *out, __global float *mean_out, __global float *rstd_out,
+                       __global const float *x, __global const float *w, __global const float *b,
+                       long M, long N, float eps),
+                      (out, mean_out, rstd_out, x, w, b, M, N, eps, stats, lcache, mode))
 
 /* ---- norm_chain_fused -------------------------------------------------------------------- */
 
