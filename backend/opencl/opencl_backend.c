@@ -1296,10 +1296,12 @@ static fp_status ocl_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *co
  * (FUSEPORT_OPENCL_ROW_VEC, default 4), passed to every build as -D.
  * The host asks for L = pow2_ceil(N/16) in [32, 1024] and one group per row
  * (ops/primitives.c, fp_rows_range). The plan instead:
- *   - T = that team size for N with L unbounded, capped at 256 (1024 for
- *     softmax_backward; FUSEPORT_OPENCL_ROWS_MAX_GROUP overrides; less
- *     where the device is smaller): rows of up to 256 * 4 * 4 = 4096
- *     floats (16384) are cached; longer rows stream, with
+ *   - T = that team size for N with L unbounded, capped at 256 (512 for
+ *     softmax_backward; 1024 for norm_chain and double_softmax on 4096 rows
+ *     or more of 8193..16384 floats; FUSEPORT_OPENCL_ROWS_MAX_GROUP
+ *     overrides; less where the device is smaller): rows of up to
+ *     256 * 4 * 4 = 4096 floats (8192; 16384) are cached; longer rows
+ *     stream, with
  *     L = N / 64 within [256, 1024] (16 float4 per work-item and pass;
  *     1024 for softmax_backward; FUSEPORT_OPENCL_STREAM_GROUP overrides).
  *     Measured on an H200 (NVIDIA OpenCL, 2026-11-23, docs/PERF.md), CUDA
@@ -1310,7 +1312,19 @@ static fp_status ocl_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *co
  *     rows need the widest groups); per kernel:
  *       softmax_backward, which holds two rows and streams them twice,
  *       lost with the narrower groups (0.83 -> 0.61 at 4096 x 16384) and
- *       keeps a cache up to a team of 1024 and 1024-wide streaming;
+ *       keeps 1024-wide streaming, and a cache up to a team of 512: with
+ *       the team reductions of 9eed3a9, on an H100 (2026-11-24, two rounds,
+ *       FUSEPORT_OPENCL_ROWS_MAX_GROUP=512 against 1024) streaming rows of
+ *       16384 took 0.87-0.95 of the time of caching them (4096 x 16384
+ *       291.6 -> 276.8 us, 128 x 16384 19.2 -> 16.8), rows of 8192 the same;
+ *       norm_chain and double_softmax, in the same measurement, cached rows
+ *       of 16384 in teams of 1024 faster than they streamed them where
+ *       there are many (norm_chain 4096 x 16384 269.7 -> 237.1 us, 16384 x
+ *       16384 1060 -> 911; double_softmax 333 -> 323 and 1338 -> 1250), but
+ *       slower with 128-512 rows (double_softmax 512 x 16384 45.8 -> 51.9),
+ *       and rows of 8192 in teams of 512 slower everywhere (4096 x 8192:
+ *       norm_chain 96.0 -> 101.0, double_softmax 120.0 -> 128.1); softmax
+ *       gained 1.6% at 16384 x 16384 only and layernorm lost everywhere;
  *       layernorm, whose cached kernel still spills (104 bytes at
  *       FP_ROW_VEC 4), caches rows of up to 64 floats only (a team of
  *       FP_CL_MIN_TEAM) and streams the rest: on an H200 a cap of 1024
@@ -1379,9 +1393,12 @@ static void plan_rows(const fp_context *ctx, const cl_state *cl, fp_kernel_id id
   if (cl->rows_max_group != 0)
     cache_cap = cl->rows_max_group;
   else if (wide)
-    cache_cap = 1024;
+    cache_cap = 512;
   else if (id == FPK_layernorm_fused)
     cache_cap = FP_CL_MIN_TEAM;
+  else if ((id == FPK_norm_chain_fused || id == FPK_double_softmax_fused) && M >= 4096 &&
+           N > 8192 && N <= 16384)
+    cache_cap = 1024; /* many rows of 8193..16384: a team of 1024 caches them */
   if (cache_cap > max_local)
     cache_cap = max_local;
   const uint32_t vec = horizontal ? FP_CL_HREDUCE_VEC : cl->row_vec;
