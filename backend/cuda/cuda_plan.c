@@ -20,7 +20,9 @@ enum {
   CLUSTER_MIN_N = 16384,
   WIDE_MAX_N = 1024, /* few rows up to this long: wider blocks (below) */
   /* many rows in clusters (cluster_many_rows): only where the inputs
-   * outgrow the L2, whose hits make a second streamed read cheap */
+   * outgrow the L2, whose hits make a second streamed read cheap
+   * (softmax_backward on an H100 in a cluster per row: 128 x 32768, 2^22
+   * floats, 26.2 -> 28.2 us; 128 x 65536, 2^23, 54.0 -> 49.8) */
   CLUSTER_MANY_MIN_FLOATS = 1 << 23
 };
 /* as the host's fp_rows_range: rows beyond it loop inside the kernels */
