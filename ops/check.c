@@ -153,8 +153,9 @@ static void note_bad(fp_accuracy *acc, const fp_tensor_desc *t, int64_t r, int64
 
 /* Compares one output's rows [r0, r1) (got: float per logical element, in
  * row order) against ref. */
-static void compare_rows(const fp_tensor_desc *t, fp_tolerance tol, int64_t r0, int64_t r1,
-                         const float *got, const double *ref, fp_accuracy *acc, err_acc *e) {
+static void compare_rows(const fp_tensor_desc *t, fp_tolerance tol, const double *row_floor,
+                         int64_t r0, int64_t r1, const float *got, const double *ref,
+                         fp_accuracy *acc, err_acc *e) {
   int64_t per_row = row_elems(t);
   int64_t n = (r1 - r0) * per_row;
   double maxref = 0.0;
@@ -186,7 +187,8 @@ static void compare_rows(const fp_tensor_desc *t, fp_tolerance tol, int64_t r0, 
       continue;
     }
     double err = fabs((double)g - r);
-    double bound = abs_floor + tol.rtol * fabs(r);
+    double floor_here = row_floor != NULL ? fmax(abs_floor, row_floor[i / per_row]) : abs_floor;
+    double bound = floor_here + tol.rtol * fabs(r);
     if (!(err <= bound))
       note_bad(acc, t, row, col, g, r, bound);
     if (isfinite(err)) {
@@ -240,6 +242,7 @@ fp_status fp_check_outputs(fp_context *ctx, const fp_problem *p, const fp_io_des
   float *whole[FP_MAX_TENSORS] = {NULL};
   double *ref[FP_MAX_TENSORS] = {NULL};
   float *got = NULL;
+  double *row_floor = NULL;
   int64_t total_rows = p->op->rows(p);
   for (int s = 0; st == FP_OK && s < rows->n; ++s) {
     int64_t r0 = rows->r0[s], r1 = rows->r1[s] < total_rows ? rows->r1[s] : total_rows;
@@ -262,10 +265,19 @@ fp_status fp_check_outputs(fp_context *ctx, const fp_problem *p, const fp_io_des
       fp_tolerance tol = p->op->tol;
       if (p->op->tol_abs != NULL)
         tol.abs = p->op->tol_abs(p, k);
+      if (st == FP_OK && p->op->row_tol_abs != NULL) {
+        row_floor = malloc(sizeof(double) * (size_t)(r1 - r0));
+        if (row_floor == NULL)
+          st = fp_error(FP_ERR_OUT_OF_MEMORY, "check: no host memory for the row floors");
+        else
+          p->op->row_tol_abs(p, k, in, r0, r1, (const double *const *)ref, row_floor);
+      }
       if (st == FP_OK)
-        compare_rows(t, tol, r0, r1, got, ref[k], acc, &e);
+        compare_rows(t, tol, row_floor, r0, r1, got, ref[k], acc, &e);
       free(got);
       got = NULL;
+      free(row_floor);
+      row_floor = NULL;
     }
     for (int k = 0; k < io->n_out; ++k) {
       free(ref[k]);

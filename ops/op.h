@@ -180,6 +180,14 @@ typedef struct fp_op {
    * rounding grows as sqrt(N) times the input scale however much the sum
    * itself cancels. */
   double (*tol_abs)(const fp_problem *p, int output);
+  /* Optional: a per-row absolute floor of output k, for outputs whose float32
+   * rounding depends on the row's data, not only on the problem (layernorm:
+   * the float mean's rounding, amplified by the row's rstd). Writes floor[i]
+   * for row r0 + i of [r0, r1); ref[j] holds the reference of every output j
+   * over those rows (rows as in `reference`). A row's bound uses the larger of
+   * this and the problem's floor. */
+  void (*row_tol_abs)(const fp_problem *p, int output, const fp_host_tensor *in, int64_t r0,
+                      int64_t r1, const double *const *ref, double *floor);
   int n_variants;
   fp_variant variants[FP_MAX_VARIANTS];
 } fp_op;

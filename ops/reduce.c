@@ -1,6 +1,7 @@
 /* fuseport operators, family reduce: softmax, double_softmax,
  * softmax_backward, layernorm, norm_chain (SPEC.md, "Row reductions"). All
  * reduce over dim 1 (N) of a row-major [M, N] input. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -315,6 +316,28 @@ static double softmax_backward_floor(const fp_problem *p, int output) {
   return fp_row_sum_floor(g_scale * y_scale, P_INT(p, P_N)) * y_scale;
 }
 
+/* Layernorm's output is (x - mean) * rstd * w + b with mean rounded to float:
+ * that rounding, a few ulps of |mean| (an N-term sum of same-signed values,
+ * then a division or a multiply by float(1/N)), passes unchanged into x - mean
+ * and is multiplied by rstd * |w|. A row whose values nearly agree has an
+ * rstd of up to 1/sqrt(eps), so its outputs carry an error far above the
+ * problem-wide floor however the kernel is written (PyTorch's float kernels
+ * share it). The floor is 8 float epsilons of that term, about 8x the largest
+ * error seen over 2000 seeds of rows of 1-8 values; a mean off by 1e-4 of
+ * itself, or a dropped element (~|x|/N), still fails. */
+static void layernorm_row_floor(const fp_problem *p, int output, const fp_host_tensor *in,
+                                int64_t r0, int64_t r1, const double *const *ref, double *floor) {
+  int64_t N = P_INT(p, P_N);
+  double max_w = 0.0;
+  if (output == 0)
+    for (int64_t j = 0; j < N; ++j)
+      max_w = fmax(max_w, fabs(fp_host_at1(&in[1], j)));
+  for (int64_t i = r0; i < r1; ++i) {
+    double mean = ref[1][i - r0], rstd = ref[2][i - r0];
+    floor[i - r0] = output == 0 ? 8.0 * FLT_EPSILON * fabs(mean) * rstd * max_w : 0.0;
+  }
+}
+
 /* ---- registration -------------------------------------------------------------------------- */
 
 const fp_op fp_op_softmax = {
@@ -378,6 +401,7 @@ const fp_op fp_op_layernorm = {
     .rows = fp_rows_param_m,
     .reference = layernorm_reference,
     .tol = FP_TOL_REDUCTION,
+    .row_tol_abs = layernorm_row_floor,
     .n_variants = 2,
     .variants = {{"fused", "one kernel", layernorm_fused},
                  {"unfused", "ten eager kernels (sum, scale, sub, square, sum, ...)",
