@@ -786,6 +786,7 @@ typedef struct run_state {
   uint64_t baseline; /* live bytes outside any cell (flush buffer, the caller's) */
   double copy_gbps;
   uint32_t flush_pattern;
+  uint64_t held_high; /* the most live bytes since the last timing started */
 } run_state;
 
 static bool stopped(const run_state *rs) {
@@ -849,11 +850,45 @@ static fp_status estimate(run_state *rs, fp_plan *plan, fp_buffer **in, fp_buffe
   return st;
 }
 
+/* A GPU's driver goes on releasing freed memory for a while after the free
+ * returns, and kernels run meanwhile are slower: on an H100 (2026-11-24,
+ * bias_dropout_add fused, cuda), 65536 x 128 took 44.9 us when timed right
+ * after a 32768 x 65536 cell had freed 24 GiB, against 38.2-38.9 us with a
+ * pause of 50, 300 or 2000 ms before or after its own buffers were
+ * allocated (so not where they were placed), and 39.0 timed over 400 ms
+ * instead of 20 (so for tens of ms). The cell after such a free waits
+ * SETTLE_MS before it is timed; a free of less than SETTLE_FREED_BYTES
+ * showed nothing. */
+enum { SETTLE_MS = 100 };
+#define SETTLE_FREED_BYTES ((uint64_t)1 << 30)
+
+/* Folds the counters' peak (live bytes since their last reset) into
+ * held_high: called before each reset and before each timing. */
+static void note_held_bytes(run_state *rs) {
+  fp_counters cnt;
+  fp_counters_get(rs->ctx, &cnt);
+  if (cnt.bytes_peak > rs->held_high)
+    rs->held_high = cnt.bytes_peak;
+}
+
+static void settle_after_frees(run_state *rs) {
+  fp_counters cnt;
+  note_held_bytes(rs);
+  fp_counters_get(rs->ctx, &cnt);
+  if (fp_context_backend(rs->ctx) != FP_BACKEND_CPU &&
+      rs->held_high > cnt.bytes_current + SETTLE_FREED_BYTES) {
+    struct timespec pause = {SETTLE_MS / 1000, (SETTLE_MS % 1000) * 1000000L};
+    nanosleep(&pause, NULL);
+  }
+  rs->held_high = cnt.bytes_current;
+}
+
 /* Times the plan: warm-up, then timed repetitions. Returns FP_OK or a
  * failure; *interrupted is set (and nothing timed) when stopped. */
 static fp_status time_plan(run_state *rs, fp_plan *plan, fp_buffer **in, fp_buffer **out,
                            fp_bench_stats *stats, int64_t *reps, bool *interrupted) {
   fp_context *ctx = rs->ctx;
+  settle_after_frees(rs);
   /* a first estimate sizes the warm-up; a second one, after it (clocks up,
    * caches and allocators warm), sizes the repetitions */
   double flush_ms = 0, exec_ms = 0;
@@ -918,6 +953,7 @@ static void run_variant(run_state *rs, const fp_bench_group *g, const fp_variant
                         const ref_cache *cache, fp_cell *c, bool *interrupted) {
   fp_context *ctx = rs->ctx;
   const fp_problem *p = &g->problem;
+  note_held_bytes(rs);
   fp_counters_reset(ctx); /* the peak restarts from the live bytes (inputs, outputs) */
   fp_counters cnt;
   /* Build the variant's kernel families first: outside any timing. */
