@@ -20,6 +20,10 @@ static const fp_rows_builds reduce_offer = {{true, true, false, true}, 2, 0, 4, 
 static const fp_rows_builds reduce_offer_k4 = {{true, true, false, true}, 2, 0, 4, 4, 0, 1, false};
 /* softmax_backward: two rows cached and staged */
 static const fp_rows_builds backward_offer = {{true, true, false, true}, 2, 0, 4, 4, 0, 2, true};
+/* the real offers of softmax and layernorm: long-row caches of 8 and 4
+ * vectors that do not stage */
+static const fp_rows_builds softmax_offer = {{true, true, false, true}, 2, 0, 4, 8, 0, 0, false};
+static const fp_rows_builds layernorm_offer = {{true, true, false, true}, 2, 0, 4, 4, 0, 0, false};
 static const fp_rows_builds hreduce_offer = {{false, false, true, true}, 0, 8, 0, 0, 0, 0, false};
 /* hreduce_pointwise: 40 registers, three blocks of 512 resident, one of 1024 */
 static const fp_rows_builds hreduce_pointwise_offer = {
@@ -102,7 +106,15 @@ static void assert_preconditions(const fp_rows_builds *b, int64_t M, int64_t N, 
         wide <<= 1;
       const bool wide_ok = p.build == FP_ROWS_REGISTERED && p.block > block && p.block == wide &&
                            rows <= 2 * H100_SMS && N > 256 && N <= 1024;
-      if (!long_ok && !full_ok && !wide_ok)
+      /* a long-row build that does not stage, widened for at most two rows
+       * per SM of 1025..4096 floats to pow2_ceil(ceil(N/4)), at most 512 */
+      uint32_t few = 1;
+      while ((int64_t)few < (N + 3) / 4)
+        few <<= 1;
+      few = few > 512 ? 512 : few;
+      const bool few_long_ok = p.build == FP_ROWS_LONG && b->stage_rows == 0 && p.block == few &&
+                               p.block > block && rows <= 2 * H100_SMS && N > 1024 && N <= 4096;
+      if (!long_ok && !full_ok && !wide_ok && !few_long_ok)
         fail_msg("%s: block %u instead of the host's %u", what, p.block, block);
     }
     break;
@@ -120,8 +132,9 @@ static void test_preconditions_hold(void **state) {
                            8191,  8192,  8193,  16383,  16384,  16385,  30001,  32768,   32769,
                            65535, 65536, 65537, 131071, 131072, 131073, 262144, 1 << 20, 1 << 22};
   const int n = (int)(sizeof sizes / sizeof sizes[0]);
-  const fp_rows_builds *offers[] = {&reduce_offer, &reduce_offer_k4, &backward_offer,
-                                    &hreduce_offer, &hreduce_pointwise_offer};
+  const fp_rows_builds *offers[] = {&reduce_offer,           &reduce_offer_k4, &backward_offer,
+                                    &softmax_offer,          &layernorm_offer, &hreduce_offer,
+                                    &hreduce_pointwise_offer};
   int checked = 0, tuned_builds = 0;
   for (size_t o = 0; o < sizeof offers / sizeof offers[0]; ++o)
     for (int policy = 0; policy < 3; ++policy)
@@ -164,6 +177,7 @@ static void test_gpu_test_shapes_reach_every_build(void **state) {
       {1, 262144, FP_ROWS_LONG, FP_ROWS_CLUSTER, 8},
       /* shorter rows, or more of them: a block per row (measured faster) */
       {33, 4097, FP_ROWS_REGISTERED, FP_ROWS_REGISTERED, 1},
+      {70, 3001, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
       {30, 12000, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
       {66, 30001, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
       {128, 65536, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
@@ -211,6 +225,49 @@ static void test_long_row_blocks(void **state) {
       assert_int_equal(b8.block, host_block);
       assert_int_equal(p8.grid, groups);
     }
+  }
+}
+
+/* At most two rows per SM of 1025..4096 floats: a long-row build that does
+ * not stage takes pow2_ceil(ceil(N/4)) threads, at most 512, where it
+ * would take fewer; one that stages, more rows, longer rows and the block
+ * policy keep their blocks. */
+static void test_few_long_rows_blocks(void **state) {
+  (void)state;
+  static const struct {
+    const fp_rows_builds *b;
+    int64_t M, N;
+    uint32_t block; /* the tuned policy's, long-row build */
+  } cases[] = {
+      {&softmax_offer, 128, 4096, 512},
+      {&softmax_offer, 264, 4096, 512},
+      {&softmax_offer, 128, 2048, 512},
+      {&softmax_offer, 1, 1100, 512},
+      {&softmax_offer, 70, 3001, 512},
+      {&layernorm_offer, 256, 2048, 512},
+      {&layernorm_offer, 128, 1500, 512},
+      {&layernorm_offer, 3, 4096, 512},
+      /* more rows: the smallest block that caches the row */
+      {&softmax_offer, 265, 4096, 128},
+      {&layernorm_offer, 512, 2048, 128},
+      /* longer rows: likewise */
+      {&softmax_offer, 128, 8192, 256},
+      {&layernorm_offer, 128, 8192, 512},
+      /* a build that stages keeps its block */
+      {&reduce_offer, 128, 4096, 128},
+      {&backward_offer, 128, 2048, 128},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+    const fp_rows_plan t = plan_for(FP_ROWS_POLICY_TUNED, cases[k].b, cases[k].M, cases[k].N, 9);
+    const fp_rows_plan b = plan_for(FP_ROWS_POLICY_BLOCK, cases[k].b, cases[k].M, cases[k].N, 9);
+    uint32_t groups, host_block;
+    host_request(cases[k].M, cases[k].N, &groups, &host_block);
+    if (t.build != FP_ROWS_LONG || t.block != cases[k].block || t.grid != groups)
+      fail_msg("%lldx%lld: build %d block %u grid %u, expected the long-row build, block %u, "
+               "grid %u",
+               (long long)cases[k].M, (long long)cases[k].N, (int)t.build, t.block, t.grid,
+               cases[k].block, groups);
+    assert_int_equal(b.block, host_block);
   }
 }
 
@@ -564,6 +621,7 @@ int main(void) {
       cmocka_unit_test(test_cluster_many_rows),
       cmocka_unit_test(test_few_rows_wide_blocks),
       cmocka_unit_test(test_long_row_blocks),
+      cmocka_unit_test(test_few_long_rows_blocks),
       cmocka_unit_test(test_full_block),
       cmocka_unit_test(test_stage_bytes),
       cmocka_unit_test(test_plan_stage),

@@ -22,9 +22,9 @@
  * 8 blocks per row (5x65537; 1x262144 for hreduce) and the streaming
  * long-row block (1x262144). Clusters of 2 and 4 are the same code with
  * another C: tests/cuda_emu runs them. */
-static const int64_t shapes[][2] = {{1, 1},      {3, 3},      {1, 1000},  {1000, 3},  {5, 65537},
-                                    {1, 262144}, {128, 256},  {64, 1024}, {33, 4097}, {70, 509},
-                                    {66, 30001}, {30, 12000}, {300, 1000}};
+static const int64_t shapes[][2] = {{1, 1},      {3, 3},      {1, 1000},   {1000, 3},  {5, 65537},
+                                    {1, 262144}, {128, 256},  {64, 1024},  {33, 4097}, {70, 509},
+                                    {66, 30001}, {30, 12000}, {300, 1000}, {70, 3001}};
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
 /* Runs one problem with one variant and asserts the reference check and the

@@ -19,6 +19,10 @@ enum {
   WARP_MAX_N = 256,
   CLUSTER_MIN_N = 16384,
   WIDE_MAX_N = 1024, /* few rows up to this long: wider blocks (below) */
+  /* few rows of WIDE_MAX_N+1 .. FEW_LONG_MAX_N floats: the long-row build
+   * in blocks of up to FEW_LONG_BLOCK threads (below) */
+  FEW_LONG_MAX_N = 4096,
+  FEW_LONG_BLOCK = 512,
   /* many rows in clusters (cluster_many_rows): only where the inputs
    * outgrow the L2, whose hits make a second streamed read cheap
    * (softmax_backward on an H100 in a cluster per row: 128 x 32768, 2^22
@@ -56,7 +60,10 @@ static uint32_t pow2_ceil(int64_t v) {
  *     the host's;
  *   the block builds: LONG_ROWS once a row has more than 2 float4 per
  *     thread of the host's block (the registered build's cache), else the
- *     registered build. */
+ *     registered build; LONG_ROWS in the smallest block that caches the
+ *     row, except for at most two rows per SM of 1025..4096 floats and a
+ *     build that does not stage: pow2_ceil(ceil(N/4)) threads, at most
+ *     512. */
 fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, int64_t M, int64_t N,
                                uint32_t host_groups, uint32_t host_block, int cc_major,
                                int sm_count) {
@@ -153,6 +160,25 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
       const int64_t threads = ((N / 4) + b->long_vectors - 1) / b->long_vectors;
       uint32_t block = pow2_ceil(threads < MIN_LONG_BLOCK ? MIN_LONG_BLOCK : threads);
       if (block < host_block)
+        plan.block = block;
+    }
+    /* ... but few rows of up to 4096 floats (at most two per SM) take
+     * blocks of a float4 per thread, at most 512 threads (two float4 at
+     * 4096): the smallest block leaves each SM a few warps with 8-16
+     * dependent float4 apiece. Measured on an H100 (2026-11-24, five
+     * alternating rounds at 128 and 256 rows of 2048 and 4096, blocks of
+     * 512 against the planner's; medians): layernorm 128 x 2048
+     * 6.91 -> 5.95 us, 256 x 2048 6.88 -> 6.53; softmax 128 x 4096
+     * 7.04 -> 6.37, 256 x 4096 8.13 -> 7.33; softmax_backward 0.2-0.35 us
+     * faster; norm_chain within 0.2 us either way. double_softmax, whose
+     * long-row build stages the next row, lost 0.8-1.0 us, so a build that
+     * stages keeps its block; blocks of 1024 lost on most cells. */
+    if (tuned && b->stage_rows == 0 && rows <= 2 * (int64_t)sm_count && N > WIDE_MAX_N &&
+        N <= FEW_LONG_MAX_N) {
+      uint32_t block = pow2_ceil((N + 3) / 4);
+      if (block > FEW_LONG_BLOCK)
+        block = FEW_LONG_BLOCK;
+      if (block > plan.block)
         plan.block = block;
     }
   } else if (tuned && b->full_block != 0 && host_block > b->full_block &&

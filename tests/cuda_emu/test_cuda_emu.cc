@@ -173,8 +173,11 @@ std::vector<Case> cases(bool caches_row, int warp_short_n, int warp_n,
     /* block: 2 float4 per thread cached, more streamed */
     for (long long N : {1LL, 7LL, 255LL, 1001LL})
       v.push_back({FP_ROWS_REGISTERED, 5, N, 2, 64, 1, mis});
+    /* long rows: cached (201: fewer float4 than threads, as the planner's
+     * blocks of a float4 per thread for few rows leave some threads
+     * none), cached in 4 slots, streamed */
     if (has_long)
-      for (long long N : {1001LL, 4097LL})
+      for (long long N : {201LL, 1001LL, 4097LL})
         v.push_back({FP_ROWS_LONG, 3, N, 2, 64, 1, mis});
     if (has_long) {
       const long long cached = 4LL * long_offer->long_vectors * 64;
