@@ -15,19 +15,23 @@ enum { H100_SMS = 132, HOST_CAP = 1 << 20 };
 
 /* The offer of kernels/cu/reduce.cu (no WARP build: WARP_SHORT covers the
  * rows warps are used for) and of horizontal.cu (no long-row or short warp
- * build; a warp build of 8 vectors; a streaming cluster build). */
-static const fp_rows_builds reduce_offer = {{true, true, false, true}, 2, 0, 4, 8, 0, 1, false};
-static const fp_rows_builds reduce_offer_k4 = {{true, true, false, true}, 2, 0, 4, 4, 0, 1, false};
+ * build; a warp build of 8 vectors; a streaming cluster build; blocks of
+ * up to 256 or 512 threads for many mid-length rows). */
+static const fp_rows_builds reduce_offer = {{true, true, false, true}, 2, 0, 4, 8, 0, 1, false, 0};
+static const fp_rows_builds reduce_offer_k4 = {
+    {true, true, false, true}, 2, 0, 4, 4, 0, 1, false, 0};
 /* softmax_backward: two rows cached and staged */
-static const fp_rows_builds backward_offer = {{true, true, false, true}, 2, 0, 4, 4, 0, 2, true};
+static const fp_rows_builds backward_offer = {{true, true, false, true}, 2, 0, 4, 4, 0, 2, true, 0};
 /* the real offers of softmax and layernorm: long-row caches of 8 and 4
  * vectors that do not stage */
-static const fp_rows_builds softmax_offer = {{true, true, false, true}, 2, 0, 4, 8, 0, 0, false};
-static const fp_rows_builds layernorm_offer = {{true, true, false, true}, 2, 0, 4, 4, 0, 0, false};
-static const fp_rows_builds hreduce_offer = {{false, false, true, true}, 0, 8, 0, 0, 0, 0, false};
+static const fp_rows_builds softmax_offer = {{true, true, false, true}, 2, 0, 4, 8, 0, 0, false, 0};
+static const fp_rows_builds layernorm_offer = {
+    {true, true, false, true}, 2, 0, 4, 4, 0, 0, false, 0};
+static const fp_rows_builds hreduce_offer = {
+    {false, false, true, true}, 0, 8, 0, 0, 0, 0, false, 256};
 /* hreduce_pointwise: 40 registers, three blocks of 512 resident, one of 1024 */
 static const fp_rows_builds hreduce_pointwise_offer = {
-    {false, false, true, true}, 0, 8, 0, 0, 512, 0, false};
+    {false, false, true, true}, 0, 8, 0, 0, 512, 0, false, 512};
 
 /* The host's ROWS request (ops/primitives.c fp_rows_range). */
 static void host_request(int64_t M, int64_t N, uint32_t *groups, uint32_t *block) {
@@ -114,7 +118,16 @@ static void assert_preconditions(const fp_rows_builds *b, int64_t M, int64_t N, 
       few = few > 512 ? 512 : few;
       const bool few_long_ok = p.build == FP_ROWS_LONG && b->stage_rows == 0 && p.block == few &&
                                p.block > block && rows <= 2 * H100_SMS && N > 1024 && N <= 4096;
-      if (!long_ok && !full_ok && !wide_ok && !few_long_ok)
+      /* a streaming registered build's blocks of N/8 threads, up to its
+       * stream_block_cap, for at least four rows per SM of 1025..4096 */
+      uint32_t stream = 1;
+      while ((int64_t)stream < (N + 7) / 8)
+        stream <<= 1;
+      stream = stream > b->stream_block_cap ? b->stream_block_cap : stream;
+      const bool stream_ok = p.build == FP_ROWS_REGISTERED && b->stream_block_cap != 0 &&
+                             !b->has[FP_ROWS_LONG] && p.block == stream && p.block > block &&
+                             rows >= 4 * H100_SMS && N > 1024 && N <= 4096;
+      if (!long_ok && !full_ok && !wide_ok && !few_long_ok && !stream_ok)
         fail_msg("%s: block %u instead of the host's %u", what, p.block, block);
     }
     break;
@@ -178,6 +191,7 @@ static void test_gpu_test_shapes_reach_every_build(void **state) {
       /* shorter rows, or more of them: a block per row (measured faster) */
       {33, 4097, FP_ROWS_REGISTERED, FP_ROWS_REGISTERED, 1},
       {70, 3001, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
+      {530, 1030, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
       {30, 12000, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
       {66, 30001, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
       {128, 65536, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
@@ -271,6 +285,49 @@ static void test_few_long_rows_blocks(void **state) {
   }
 }
 
+/* At least four rows per SM of 1025..4096 floats: the streaming builds
+ * (hreduce_*) take blocks of N/8 threads up to their cap (512 and 256);
+ * fewer rows, other lengths, the block policy and a kernel with a long-row
+ * build keep the host's block. */
+static void test_stream_blocks(void **state) {
+  (void)state;
+  static const struct {
+    const fp_rows_builds *b;
+    int64_t M, N;
+    uint32_t block; /* the tuned policy's, registered build */
+  } cases[] = {
+      {&hreduce_pointwise_offer, 2048, 2048, 256},
+      {&hreduce_pointwise_offer, 1024, 4096, 512},
+      {&hreduce_pointwise_offer, 528, 3001, 512},
+      {&hreduce_pointwise_offer, 65536, 1025, 256},
+      {&hreduce_offer, 4096, 2048, 256},
+      {&hreduce_offer, 1024, 4096, 256},
+      /* fewer than four rows per SM, or rows outside 1025..4096: the host's */
+      {&hreduce_pointwise_offer, 527, 2048, 128},
+      {&hreduce_offer, 4096, 1024, 64},
+      {&hreduce_pointwise_offer, 4096, 4097, 512},
+      {&hreduce_offer, 4096, 8192, 512},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+    const fp_rows_plan t = plan_for(FP_ROWS_POLICY_TUNED, cases[k].b, cases[k].M, cases[k].N, 9);
+    const fp_rows_plan b = plan_for(FP_ROWS_POLICY_BLOCK, cases[k].b, cases[k].M, cases[k].N, 9);
+    uint32_t groups, host_block;
+    host_request(cases[k].M, cases[k].N, &groups, &host_block);
+    if (t.build != FP_ROWS_REGISTERED || t.block != cases[k].block || t.grid != groups)
+      fail_msg("%lldx%lld: build %d block %u grid %u, expected the registered build, block %u, "
+               "grid %u",
+               (long long)cases[k].M, (long long)cases[k].N, (int)t.build, t.block, t.grid,
+               cases[k].block, groups);
+    assert_int_equal(b.block, host_block);
+  }
+  /* a kernel with a long-row build never takes it: softmax's offer with a cap */
+  fp_rows_builds with_long = softmax_offer;
+  with_long.stream_block_cap = 512;
+  const fp_rows_plan l = plan_for(FP_ROWS_POLICY_TUNED, &with_long, 4096, 2048, 9);
+  assert_int_equal(l.build, FP_ROWS_LONG);
+  assert_int_equal(l.block, 128);
+}
+
 /* hreduce_pointwise's block build takes 512 threads instead of 1024 when
  * there are at least 4 rows per SM; hreduce_reduce keeps the host's. */
 static void test_full_block(void **state) {
@@ -278,8 +335,15 @@ static void test_full_block(void **state) {
   static const struct {
     int64_t M, N;
     uint32_t block;
-  } cases[] = {{4096, 16384, 512}, {2048, 16384, 512}, {528, 65536, 512},  {527, 65536, 1024},
-               {128, 65536, 1024}, {65536, 8192, 512}, {65536, 4096, 256}, {1024, 16384, 512}};
+  } cases[] = {{4096, 16384, 512},
+               {2048, 16384, 512},
+               {528, 65536, 512},
+               {527, 65536, 1024},
+               {128, 65536, 1024},
+               {65536, 8192, 512},
+               {1024, 16384, 512},
+               /* N <= 4096: the streaming rule's N/8 (hreduce_reduce: its cap, the host's) */
+               {65536, 4096, 512}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
     fp_rows_plan p =
         plan_for(FP_ROWS_POLICY_TUNED, &hreduce_pointwise_offer, cases[k].M, cases[k].N, 9);
@@ -623,6 +687,7 @@ int main(void) {
       cmocka_unit_test(test_long_row_blocks),
       cmocka_unit_test(test_few_long_rows_blocks),
       cmocka_unit_test(test_full_block),
+      cmocka_unit_test(test_stream_blocks),
       cmocka_unit_test(test_stage_bytes),
       cmocka_unit_test(test_plan_stage),
       cmocka_unit_test(test_elem_policy_from_env),

@@ -24,7 +24,7 @@
  * another C: tests/cuda_emu runs them. */
 static const int64_t shapes[][2] = {{1, 1},      {3, 3},      {1, 1000},   {1000, 3},  {5, 65537},
                                     {1, 262144}, {128, 256},  {64, 1024},  {33, 4097}, {70, 509},
-                                    {66, 30001}, {30, 12000}, {300, 1000}, {70, 3001}};
+                                    {66, 30001}, {30, 12000}, {300, 1000}, {70, 3001}, {530, 1030}};
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
 /* Runs one problem with one variant and asserts the reference check and the

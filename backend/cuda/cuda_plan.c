@@ -19,9 +19,10 @@ enum {
   WARP_MAX_N = 256,
   CLUSTER_MIN_N = 16384,
   WIDE_MAX_N = 1024, /* few rows up to this long: wider blocks (below) */
-  /* few rows of WIDE_MAX_N+1 .. FEW_LONG_MAX_N floats: the long-row build
-   * in blocks of up to FEW_LONG_BLOCK threads (below) */
-  FEW_LONG_MAX_N = 4096,
+  /* rows of WIDE_MAX_N+1 .. MID_MAX_N floats: few of them take the
+   * long-row build in blocks of up to FEW_LONG_BLOCK threads, many of them
+   * a streaming build's blocks of N/8 threads (below) */
+  MID_MAX_N = 4096,
   FEW_LONG_BLOCK = 512,
   /* many rows in clusters (cluster_many_rows): only where the inputs
    * outgrow the L2, whose hits make a second streamed read cheap
@@ -63,7 +64,9 @@ static uint32_t pow2_ceil(int64_t v) {
  *     registered build; LONG_ROWS in the smallest block that caches the
  *     row, except for at most two rows per SM of 1025..4096 floats and a
  *     build that does not stage: pow2_ceil(ceil(N/4)) threads, at most
- *     512. */
+ *     512; and at least four rows per SM of 1025..4096 floats in a
+ *     streaming registered build (no LONG_ROWS) that offers a
+ *     stream_block_cap: pow2_ceil(ceil(N/8)) threads, at most the cap. */
 fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, int64_t M, int64_t N,
                                uint32_t host_groups, uint32_t host_block, int cc_major,
                                int sm_count) {
@@ -174,7 +177,7 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
      * long-row build stages the next row, lost 0.8-1.0 us, so a build that
      * stages keeps its block; blocks of 1024 lost on most cells. */
     if (tuned && b->stage_rows == 0 && rows <= 2 * (int64_t)sm_count && N > WIDE_MAX_N &&
-        N <= FEW_LONG_MAX_N) {
+        N <= MID_MAX_N) {
       uint32_t block = pow2_ceil((N + 3) / 4);
       if (block > FEW_LONG_BLOCK)
         block = FEW_LONG_BLOCK;
@@ -190,6 +193,22 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
      * Measured on an H200 (2026-11-23): 0.89 of the time at 4096 x 16384
      * with 512 threads; 1.08-1.15 with 128 rows (fewer threads per SM). */
     plan.block = b->full_block;
+  } else if (tuned && b->stream_block_cap != 0 && !b->has[FP_ROWS_LONG] &&
+             rows >= 4 * (int64_t)sm_count && N > WIDE_MAX_N && N <= MID_MAX_N) {
+    /* A registered build that streams (the horizontal kernels: two float4
+     * loads in flight per thread, nothing cached) takes blocks of N/8
+     * threads, one round of loads per row, instead of the host's N/16, up to
+     * its cap. Measured on an H100 (2026-11-24, five alternating rounds at
+     * 1024-8192 rows of 2048 and 4096, medians): hreduce_pointwise
+     * 2048 x 2048 17.60 -> 16.58 us, 1024 x 4096 17.98 -> 16.58, the other
+     * five cells 0.5-3% faster; hreduce_reduce at N = 2048 2-6% faster
+     * (2048 x 2048 11.26 -> 10.62), but 512 threads at N = 4096 0.2-6%
+     * slower, hence its cap of 256; blocks of 64 lost everywhere. */
+    uint32_t block = pow2_ceil((N + 7) / 8);
+    if (block > b->stream_block_cap)
+      block = b->stream_block_cap;
+    if (block > host_block)
+      plan.block = block;
   }
   return plan;
 }

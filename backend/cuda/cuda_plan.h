@@ -37,17 +37,21 @@ typedef enum fp_rows_build {
 
 /* What a kernel offers: the builds it has and their capacities. */
 typedef struct fp_rows_builds {
-  bool has[4];            /* indexed by fp_rows_build (>= 0) */
-  int warp_short_vectors; /* float4 per lane of WARP_SHORT */
-  int warp_vectors;       /* float4 per lane of WARP */
-  int cluster_vectors;    /* float4 per thread of CLUSTER, 0: it streams */
-  int long_vectors;       /* float4 per thread of LONG_ROWS' cache, 0: keep the host's block */
-  uint32_t full_block;    /* the largest block of the registered build that the register
-                             file keeps resident two at a time (0: no limit) */
-  int stage_rows;         /* row arrays LONG_ROWS stages in shared memory (RowStage in
-                             cuda_kernels.h), 0: it does not stage */
-  bool cluster_many_rows; /* CLUSTER also for many rows that LONG_ROWS would stream and
-                             CLUSTER caches (measured faster for this kernel) */
+  bool has[4];               /* indexed by fp_rows_build (>= 0) */
+  int warp_short_vectors;    /* float4 per lane of WARP_SHORT */
+  int warp_vectors;          /* float4 per lane of WARP */
+  int cluster_vectors;       /* float4 per thread of CLUSTER, 0: it streams */
+  int long_vectors;          /* float4 per thread of LONG_ROWS' cache, 0: keep the host's block */
+  uint32_t full_block;       /* the largest block of the registered build that the register
+                                file keeps resident two at a time (0: no limit) */
+  int stage_rows;            /* row arrays LONG_ROWS stages in shared memory (RowStage in
+                                cuda_kernels.h), 0: it does not stage */
+  bool cluster_many_rows;    /* CLUSTER also for many rows that LONG_ROWS would stream and
+                                CLUSTER caches (measured faster for this kernel) */
+  uint32_t stream_block_cap; /* a registered build that streams its rows (no LONG_ROWS):
+                                the most threads of its blocks of one round of two float4
+                                per thread for many rows of 1025..4096 floats (0: the
+                                host's block) */
 } fp_rows_builds;
 
 typedef struct fp_rows_plan {

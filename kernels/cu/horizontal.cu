@@ -160,4 +160,8 @@ extern "C" void fp_cuda_register_tuning_horizontal(fp_cuda_tuning table[FPK_COUN
   table[FPK_hreduce_reduce_fused] = rows_tuning(
       nullptr, nullptr, reinterpret_cast<const void *>(&hreduce_reduce_fused_warp),
       reinterpret_cast<const void *>(&hreduce_reduce_fused_cluster), 3, 4, 0, 8, 0, 0, 0, 0);
+  /* many rows of 1025..4096 floats: blocks of N/8 threads, up to these
+   * (cuda_plan.c has the measurements) */
+  table[FPK_hreduce_pointwise_fused].offer.stream_block_cap = 512;
+  table[FPK_hreduce_reduce_fused].offer.stream_block_cap = 256;
 }

@@ -170,8 +170,10 @@ std::vector<Case> cases(bool caches_row, int warp_short_n, int warp_n,
     if (warp_n > 0)
       for (long long N : {1LL, 5LL, 257LL, (long long)warp_n})
         v.push_back({FP_ROWS_WARP, 19, N, 2, 256, 1, mis});
-    /* block: 2 float4 per thread cached, more streamed */
-    for (long long N : {1LL, 7LL, 255LL, 1001LL})
+    /* block: 2 float4 per thread cached, more streamed (509: about one
+     * round of two float4 per thread, the streaming builds' blocks of N/8
+     * threads) */
+    for (long long N : {1LL, 7LL, 255LL, 509LL, 1001LL})
       v.push_back({FP_ROWS_REGISTERED, 5, N, 2, 64, 1, mis});
     /* long rows: cached (201: fewer float4 than threads, as the planner's
      * blocks of a float4 per thread for few rows leave some threads
