@@ -242,17 +242,35 @@ static void test_long_row_blocks(void **state) {
   }
 }
 
+/* One planner case: the tuned policy's build and block, on the host's grid;
+ * the block policy keeps the host's block. */
+typedef struct {
+  const fp_rows_builds *b;
+  int64_t M, N;
+  uint32_t block; /* the tuned policy's */
+} block_case;
+
+static void expect_blocks(const block_case *cases, size_t n, fp_rows_build build) {
+  for (size_t k = 0; k < n; ++k) {
+    const fp_rows_plan t = plan_for(FP_ROWS_POLICY_TUNED, cases[k].b, cases[k].M, cases[k].N, 9);
+    const fp_rows_plan b = plan_for(FP_ROWS_POLICY_BLOCK, cases[k].b, cases[k].M, cases[k].N, 9);
+    uint32_t groups, host_block;
+    host_request(cases[k].M, cases[k].N, &groups, &host_block);
+    if (t.build != build || t.block != cases[k].block || t.grid != groups)
+      fail_msg("%lldx%lld: build %d block %u grid %u, expected build %d, block %u, grid %u",
+               (long long)cases[k].M, (long long)cases[k].N, (int)t.build, t.block, t.grid,
+               (int)build, cases[k].block, groups);
+    assert_int_equal(b.block, host_block);
+  }
+}
+
 /* At most two rows per SM of 1025..4096 floats: a long-row build that does
  * not stage takes pow2_ceil(ceil(N/4)) threads, at most 512, where it
  * would take fewer; one that stages, more rows, longer rows and the block
  * policy keep their blocks. */
 static void test_few_long_rows_blocks(void **state) {
   (void)state;
-  static const struct {
-    const fp_rows_builds *b;
-    int64_t M, N;
-    uint32_t block; /* the tuned policy's, long-row build */
-  } cases[] = {
+  static const block_case cases[] = {
       {&softmax_offer, 128, 4096, 512},
       {&softmax_offer, 264, 4096, 512},
       {&softmax_offer, 128, 2048, 512},
@@ -271,18 +289,7 @@ static void test_few_long_rows_blocks(void **state) {
       {&reduce_offer, 128, 4096, 128},
       {&backward_offer, 128, 2048, 128},
   };
-  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
-    const fp_rows_plan t = plan_for(FP_ROWS_POLICY_TUNED, cases[k].b, cases[k].M, cases[k].N, 9);
-    const fp_rows_plan b = plan_for(FP_ROWS_POLICY_BLOCK, cases[k].b, cases[k].M, cases[k].N, 9);
-    uint32_t groups, host_block;
-    host_request(cases[k].M, cases[k].N, &groups, &host_block);
-    if (t.build != FP_ROWS_LONG || t.block != cases[k].block || t.grid != groups)
-      fail_msg("%lldx%lld: build %d block %u grid %u, expected the long-row build, block %u, "
-               "grid %u",
-               (long long)cases[k].M, (long long)cases[k].N, (int)t.build, t.block, t.grid,
-               cases[k].block, groups);
-    assert_int_equal(b.block, host_block);
-  }
+  expect_blocks(cases, sizeof cases / sizeof cases[0], FP_ROWS_LONG);
 }
 
 /* At least four rows per SM of 1025..4096 floats: the streaming builds
@@ -291,11 +298,7 @@ static void test_few_long_rows_blocks(void **state) {
  * build keep the host's block. */
 static void test_stream_blocks(void **state) {
   (void)state;
-  static const struct {
-    const fp_rows_builds *b;
-    int64_t M, N;
-    uint32_t block; /* the tuned policy's, registered build */
-  } cases[] = {
+  static const block_case cases[] = {
       {&hreduce_pointwise_offer, 2048, 2048, 256},
       {&hreduce_pointwise_offer, 1024, 4096, 512},
       {&hreduce_pointwise_offer, 528, 3001, 512},
@@ -308,18 +311,7 @@ static void test_stream_blocks(void **state) {
       {&hreduce_pointwise_offer, 4096, 4097, 512},
       {&hreduce_offer, 4096, 8192, 512},
   };
-  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
-    const fp_rows_plan t = plan_for(FP_ROWS_POLICY_TUNED, cases[k].b, cases[k].M, cases[k].N, 9);
-    const fp_rows_plan b = plan_for(FP_ROWS_POLICY_BLOCK, cases[k].b, cases[k].M, cases[k].N, 9);
-    uint32_t groups, host_block;
-    host_request(cases[k].M, cases[k].N, &groups, &host_block);
-    if (t.build != FP_ROWS_REGISTERED || t.block != cases[k].block || t.grid != groups)
-      fail_msg("%lldx%lld: build %d block %u grid %u, expected the registered build, block %u, "
-               "grid %u",
-               (long long)cases[k].M, (long long)cases[k].N, (int)t.build, t.block, t.grid,
-               cases[k].block, groups);
-    assert_int_equal(b.block, host_block);
-  }
+  expect_blocks(cases, sizeof cases / sizeof cases[0], FP_ROWS_REGISTERED);
   /* a kernel with a long-row build never takes it: softmax's offer with a cap */
   fp_rows_builds with_long = softmax_offer;
   with_long.stream_block_cap = 512;
