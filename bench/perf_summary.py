@@ -4,7 +4,8 @@
     python3 bench/perf_summary.py docs/results/cuda.json docs/results/opencl.json \
         docs/results/torch.json
 
-(`-` in place of the OpenCL file: a run without one.)
+(`-` in place of the OpenCL file: a run without one. Files ending in .xz, as
+the older records under docs/results/ are kept, are read as they are.)
 
 Prints markdown: for each op, the fused CUDA kernel's fraction of the copy
 bandwidth on cells moving >= 64 MiB (min, median), its geometric-mean speed-up
@@ -20,6 +21,7 @@ and event floor). A geometric mean there below a goal's ratio means no
 kernel that moves the fused bytes at copy speed meets it.
 """
 import json
+import lzma
 import math
 import sys
 
@@ -27,7 +29,9 @@ BIG = 64 << 20
 
 
 def load(path):
-    doc = json.load(open(path))
+    opener = lzma.open if path.endswith(".xz") else open
+    with opener(path, "rt") as f:
+        doc = json.load(f)
     return doc, {(c["op"], c["variant"], tuple(c["shape"])): c for c in doc["cells"]}
 
 
