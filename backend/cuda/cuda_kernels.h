@@ -282,6 +282,24 @@ __device__ __forceinline__ float4 ldg4_nc(const float *p) {
   return __ldg(reinterpret_cast<const float4 *>(p));
 }
 
+/* ldg4 that leaves L1 alone (L1::no_allocate; L2 evict_last as ldg4): for
+ * an array read beside a row that a block streams twice, so that the
+ * row's lines stay in L1 for the second pass (layernorm's w and b, see
+ * layernorm_row_streamed in kernels/cu/reduce.cu). Same rules as ldg4. */
+__device__ __forceinline__ float4 ldg4_l1skip(const float *p) {
+#if !defined(FPCU_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned long long policy;
+  float4 v;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p), "l"(policy));
+  return v;
+#else
+  return __ldg(reinterpret_cast<const float4 *>(p));
+#endif
+}
+
 /* Four consecutive floats, as one 128-bit access when vec (p 16-byte
  * aligned), else as four 32-bit ones. */
 __device__ __forceinline__ float4 ldg4_any(const float *p, bool vec) {

@@ -377,7 +377,12 @@ __device__ __forceinline__ void layernorm_row_cached(const Team &team, const Lay
   }
 }
 
-/* Two streamed reads: Welford statistics, then the output. */
+/* Two streamed reads: Welford statistics, then the output. The second pass
+ * reads w and b past L1 (ldg4_l1skip), which leaves more of L1 to the
+ * row's lines for its reread: on an H100 (2026-11-24, three alternating
+ * rounds, docs/results/2026-11-24-h100-fastexp/) 256 x 32768 38.9 ->
+ * 37.3 us, 128 x 65536 37.1 -> 36.0, 0.3-1.5% on larger cells. (The row's
+ * own loads past L1 instead cost 10-27%: 4096 x 32768 450 -> 569 us.) */
 __device__ void layernorm_row_streamed(const LayerNormRow &r, float eps, float *mean_out,
                                        float *rstd_out) {
   const float *x_body = r.x_row + r.s.head;
@@ -401,7 +406,8 @@ __device__ void layernorm_row_streamed(const LayerNormRow &r, float eps, float *
       load_x,
       [&](long long v, float4 x) {
         const long long j = r.s.head + 4 * v;
-        const float4 w4 = ldg4_any(r.w + j, r.wb_vec), b4 = ldg4_any(r.b + j, r.wb_vec);
+        const float4 w4 = r.wb_vec ? ldg4_l1skip(r.w + j) : ldg4_any(r.w + j, false);
+        const float4 b4 = r.wb_vec ? ldg4_l1skip(r.b + j) : ldg4_any(r.b + j, false);
         st4_any(r.out_row + j,
                 make_float4(layernorm_value(x.x - mean, rstd, w4.x, b4.x),
                             layernorm_value(x.y - mean, rstd, w4.y, b4.y),
