@@ -33,9 +33,28 @@ using namespace fpcu;
 
 namespace {
 
+/* ---- exp ------------------------------------------------------------------- */
+
+/* exp by the hardware's exp2 (__expf: one multiply and ex2.approx, which
+ * flushes denormal results to 0) instead of expf's range reduction around
+ * it, as Triton's tl.exp in torch.compile's kernels: relative error about
+ * 2^-22 + |x| * 6e-8, within the ops' 1e-4 (below 6e-6 for |x| < 88; lower
+ * arguments give 0 either way, but for denormals); measured max_rel 6e-7
+ * for softmax, 2e-7 for double_softmax (H100, `fuseport check`, 30 seeds).
+ * Used where rows are streamed, which their exps bound rather than their
+ * memory: double_softmax evaluates five per element there (three passes),
+ * and took 0.93-0.94 of its time with them (4096 x 32768 564 -> 527 us,
+ * 2048 x 65536 565 -> 531, 1024 x 65536 299 -> 278; H100, 2026-11-24,
+ * three alternating rounds, docs/results/2026-11-24-h100-fastexp/),
+ * softmax 0.99 (2048 x 65536 465 -> 459). The cached rows, memory-bound,
+ * keep expf: there it bought nothing (double_softmax 4096 x 16384 200 ->
+ * 201 us). */
+__device__ __forceinline__ float fast_exp(float x) { return __expf(x); }
+
 /* ---- online softmax statistics -------------------------------------------- */
 
-/* Running max m (NaN-aware) and s = sum of exp(x - m) over the values seen.
+/* Running max m (NaN-aware) and s = sum of exp(x - m) over the values seen
+ * (fast_exp: these statistics are gathered only from streamed rows).
  * s is exact (up to rounding) whenever the row's max ends up finite; when it
  * is NaN or +-inf the row's softmax is NaN anyway (softmax_inv), so s may
  * then be anything. The empty state is (-inf, 0). */
@@ -65,8 +84,8 @@ __device__ __forceinline__ MaxSum max_sum_empty() {
 
 /* Moves the running max to m (>= st.m, or NaN), rescaling the sum. */
 __device__ __forceinline__ void online_rescale(MaxSum &st, float m) {
-  if (m != st.m) {          /* also true when m is NaN */
-    st.s *= expf(st.m - m); /* st.m == -inf: exp(-inf) = 0, and st.s is 0 */
+  if (m != st.m) {              /* also true when m is NaN */
+    st.s *= fast_exp(st.m - m); /* st.m == -inf: exp(-inf) = 0, and st.s is 0 */
     st.m = m;
   }
 }
@@ -74,13 +93,14 @@ __device__ __forceinline__ void online_rescale(MaxSum &st, float m) {
 __device__ __forceinline__ void online_add(MaxSum &st, float x) {
   online_rescale(st, fp_maximum(st.m, x));
   if (st.m != -CUDART_INF_F) /* only -inf seen so far: x is -inf, adds 0 */
-    st.s += expf(x - st.m);
+    st.s += fast_exp(x - st.m);
 }
 
 __device__ __forceinline__ void online_add4(MaxSum &st, float4 x) {
   online_rescale(st, fp_maximum(st.m, fp_maximum(fp_maximum(x.x, x.y), fp_maximum(x.z, x.w))));
   if (st.m != -CUDART_INF_F)
-    st.s += (expf(x.x - st.m) + expf(x.y - st.m)) + (expf(x.z - st.m) + expf(x.w - st.m));
+    st.s += (fast_exp(x.x - st.m) + fast_exp(x.y - st.m)) +
+            (fast_exp(x.z - st.m) + fast_exp(x.w - st.m));
 }
 
 /* 1/sum of a row's statistics; NaN when the max is not finite (a NaN, a
@@ -194,7 +214,7 @@ __device__ void softmax_row_streamed(float *out_row, const float *x_row, const R
                                      bool out_vec) {
   const MaxSum t = row_max_sum(x_row, s);
   const float m = t.m, inv = softmax_inv(t);
-  const auto f = [=](float v) { return expf(v - m) * inv; };
+  const auto f = [=](float v) { return fast_exp(v - m) * inv; };
   const float *x_body = x_row + s.head;
   float *out_body = out_row + s.head;
   row_stream<2, true>(
@@ -233,7 +253,7 @@ __device__ void double_softmax_row_streamed(float *out_row, const float *x_row, 
                                             bool out_vec) {
   const MaxSum t = row_max_sum(x_row, s);
   const float m = t.m, y_max = softmax_inv(t);
-  const auto second_exp = [=](float v) { return expf(expf(v - m) * y_max - y_max); };
+  const auto second_exp = [=](float v) { return fast_exp(fast_exp(v - m) * y_max - y_max); };
   const float *x_body = x_row + s.head;
   float sum = 0.0f;
   row_stream<2, true>(

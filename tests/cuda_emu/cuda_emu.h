@@ -24,6 +24,7 @@
 #include <math_constants.h>
 #include <vector_functions.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -114,6 +115,13 @@ inline float4 __ldg(const float4 *p) { return *p; }
 inline float __ldcs(const float *p) { return *p; }
 inline float4 __ldcs(const float4 *p) { return *p; }
 inline void __stwb(float4 *p, float4 v) { *p = v; }
+/* __expf as the hardware evaluates it: exp2 of x * log2(e) rounded to
+ * float (the main source of its error; ex2.approx's own 2^-22 is not
+ * modelled), denormal results flushed to 0. */
+inline float __expf(float x) {
+  const float r = std::exp2(x * 1.44269504f);
+  return std::fabs(r) < FLT_MIN ? 0.0f : r;
+}
 
 namespace cooperative_groups {
 struct cluster_group {
