@@ -14,19 +14,24 @@
 enum { H100_SMS = 132, HOST_CAP = 1 << 20 };
 
 /* The offer of kernels/cu/reduce.cu (no WARP build: WARP_SHORT covers the
- * rows warps are used for) and of horizontal.cu (no long-row or short warp
+ * rows warps are used for; a STREAM build) and of horizontal.cu (no long-row or short warp
  * build; a warp build of 8 vectors; a streaming cluster build; blocks of
  * up to 256 or 512 threads for many mid-length rows). */
-static const fp_rows_builds reduce_offer = {{true, true, false, true}, 2, 0, 4, 8, 0, 1, false, 0};
+static const fp_rows_builds reduce_offer = {
+    {true, true, false, true, true}, 2, 0, 4, 8, 0, 1, false, 0};
 static const fp_rows_builds reduce_offer_k4 = {
-    {true, true, false, true}, 2, 0, 4, 4, 0, 1, false, 0};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 1, false, 0};
 /* softmax_backward: two rows cached and staged */
-static const fp_rows_builds backward_offer = {{true, true, false, true}, 2, 0, 4, 4, 0, 2, true, 0};
+static const fp_rows_builds backward_offer = {
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 2, true, 0};
 /* the real offers of softmax and layernorm: long-row caches of 8 and 4
  * vectors that do not stage */
-static const fp_rows_builds softmax_offer = {{true, true, false, true}, 2, 0, 4, 8, 0, 0, false, 0};
+static const fp_rows_builds softmax_offer = {
+    {true, true, false, true, true}, 2, 0, 4, 8, 0, 0, false, 0};
 static const fp_rows_builds layernorm_offer = {
-    {true, true, false, true}, 2, 0, 4, 4, 0, 0, false, 0};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 0, false, 0};
+static const fp_rows_builds layernorm_offer_no_stream = {
+    {true, true, false, true, false}, 2, 0, 4, 4, 0, 0, false, 0};
 static const fp_rows_builds hreduce_offer = {
     {false, false, true, true}, 0, 8, 0, 0, 0, 0, false, 256};
 /* hreduce_pointwise: 40 registers, three blocks of 512 resident, one of 1024 */
@@ -84,6 +89,15 @@ static void assert_preconditions(const fp_rows_builds *b, int64_t M, int64_t N, 
       fail_msg("%s: a block's share (%lld float4) exceeds its cache", what, (long long)share);
     if ((int64_t)p.grid != rows * p.cluster)
       fail_msg("%s: grid is not a cluster per row", what);
+    break;
+  }
+  case FP_ROWS_STREAM: {
+    uint32_t groups, block;
+    host_request(M, N, &groups, &block);
+    if (p.grid != groups || p.block != block || p.cluster != 1)
+      fail_msg("%s: the streaming build keeps the host's geometry", what);
+    if (b->long_vectors <= 0 || N <= 4 * (int64_t)b->long_vectors * block)
+      fail_msg("%s: streaming build for a row the long-row build caches", what);
     break;
   }
   case FP_ROWS_LONG:
@@ -187,14 +201,14 @@ static void test_gpu_test_shapes_reach_every_build(void **state) {
       /* rows of 16384 or more, at most one per 4 SMs: a cluster per row */
       {5, 65537, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 8},
       {16, 32768, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 8},
-      {1, 262144, FP_ROWS_LONG, FP_ROWS_CLUSTER, 8},
+      {1, 262144, FP_ROWS_STREAM, FP_ROWS_CLUSTER, 8},
       /* shorter rows, or more of them: a block per row (measured faster) */
       {33, 4097, FP_ROWS_REGISTERED, FP_ROWS_REGISTERED, 1},
       {70, 3001, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
       {530, 1030, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
       {30, 12000, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
       {66, 30001, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
-      {128, 65536, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
+      {128, 65536, FP_ROWS_STREAM, FP_ROWS_REGISTERED, 1},
       {256, 32768, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
@@ -221,9 +235,8 @@ static void test_long_row_blocks(void **state) {
     int64_t M, N;
     uint32_t block_k8, block_k4; /* expected blocks for 8- and 4-vector caches */
   } cases[] = {
-      {4096, 16384, 512, 1024},  {512, 16384, 512, 1024}, {8192, 8192, 256, 512},
-      {4096, 4096, 128, 256},    {8192, 4096, 128, 256},  {30, 12000, 512, 1024},
-      {1024, 65536, 1024, 1024}, /* the cache cannot hold it: the host's block, streaming */
+      {4096, 16384, 512, 1024}, {512, 16384, 512, 1024}, {8192, 8192, 256, 512},
+      {4096, 4096, 128, 256},   {8192, 4096, 128, 256},  {30, 12000, 512, 1024},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
     for (int cc = 8; cc <= 9; ++cc) {
@@ -239,6 +252,46 @@ static void test_long_row_blocks(void **state) {
       assert_int_equal(b8.block, host_block);
       assert_int_equal(p8.grid, groups);
     }
+  }
+}
+
+/* Rows the long-row build's cache cannot hold in the host's block (more
+ * than 4 x long_vectors x 1024 floats for N >= 16384): the streaming build
+ * in the host's geometry under the tuned policy (sm_80 too), the long-row
+ * build under the block policy; rows it holds, and kernels without a
+ * streaming build, keep the long-row build. */
+static void test_stream_build(void **state) {
+  (void)state;
+  const struct {
+    const fp_rows_builds *b;
+    int64_t M, N;
+    fp_rows_build build; /* the tuned policy's, on sm_80 */
+  } cases[] = {
+      {&reduce_offer, 1024, 65536, FP_ROWS_STREAM},
+      {&reduce_offer, 4096, 32769, FP_ROWS_STREAM},
+      {&reduce_offer, 4096, 32768, FP_ROWS_LONG},
+      {&reduce_offer_k4, 4096, 32768, FP_ROWS_STREAM},
+      {&reduce_offer_k4, 66, 16385, FP_ROWS_STREAM},
+      {&reduce_offer_k4, 66, 16384, FP_ROWS_LONG},
+      {&layernorm_offer, 1, 262144, FP_ROWS_STREAM},
+      {&hreduce_offer, 1024, 65536, FP_ROWS_REGISTERED},
+      {&layernorm_offer_no_stream, 512, 65536, FP_ROWS_LONG},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+    const int64_t M = cases[k].M, N = cases[k].N;
+    uint32_t groups, host_block;
+    host_request(M, N, &groups, &host_block);
+    const fp_rows_plan t = plan_for(FP_ROWS_POLICY_TUNED, cases[k].b, M, N, 8);
+    const fp_rows_plan b = plan_for(FP_ROWS_POLICY_BLOCK, cases[k].b, M, N, 8);
+    if (t.build != cases[k].build)
+      fail_msg("%lldx%lld: build %d, expected %d", (long long)M, (long long)N, (int)t.build,
+               (int)cases[k].build);
+    assert_preconditions(cases[k].b, M, N, 8, t);
+    if (t.build == FP_ROWS_STREAM) {
+      assert_int_equal(t.block, host_block);
+      assert_int_equal(t.grid, groups);
+    }
+    assert_true(b.build != FP_ROWS_STREAM);
   }
 }
 
@@ -677,6 +730,7 @@ int main(void) {
       cmocka_unit_test(test_cluster_many_rows),
       cmocka_unit_test(test_few_rows_wide_blocks),
       cmocka_unit_test(test_long_row_blocks),
+      cmocka_unit_test(test_stream_build),
       cmocka_unit_test(test_few_long_rows_blocks),
       cmocka_unit_test(test_full_block),
       cmocka_unit_test(test_stream_blocks),

@@ -20,7 +20,8 @@
  * row (widened for few rows: 70x509, 1x1000, 64x1024; the long-row build:
  * 300x1000, 30x12000, 66x30001; 33x4097), a cluster of
  * 8 blocks per row (5x65537; 1x262144 for hreduce) and the streaming
- * long-row block (1x262144). Clusters of 2 and 4 are the same code with
+ * build (1x262144; 66x30001 for the kernels whose long-row cache holds
+ * 16384 floats). Clusters of 2 and 4 are the same code with
  * another C: tests/cuda_emu runs them. */
 static const int64_t shapes[][2] = {{1, 1},      {3, 3},      {1, 1000},   {1000, 3},  {5, 65537},
                                     {1, 262144}, {128, 256},  {64, 1024},  {33, 4097}, {70, 509},

@@ -39,7 +39,7 @@ extern "C" {
  * cluster of blocks per long row, a deeper register cache); the backend
  * picks one per launch with fp_cuda_plan_rows (cuda_plan.h), which states
  * each build's precondition. */
-#define FP_CUDA_MAX_BUILDS 4
+#define FP_CUDA_MAX_BUILDS 5
 
 typedef struct fp_cuda_tuning {
   /* the builds, indexed by fp_rows_build (NULL: none), loaded with their
@@ -131,7 +131,7 @@ __device__ __forceinline__ void strided_unrolled(long long begin, long long end,
   if constexpr (U > 1) {
     /* the last round, fewer than U items: the same loads first, predicated */
     if (i < end) {
-      Item items[U - 1];
+      Item items[U - 1]{}; /* initialised: GCC's emulation build cannot see the predicate */
 #pragma unroll
       for (int u = 0; u < U - 1; ++u)
         if (i + u * step < end)
@@ -1155,9 +1155,10 @@ elem_rowvec32(float *out, unsigned so0, const float *const (&in)[NIN], const uns
  * FPCU_ROWS_<TEAM>(call) declares `team` and runs call, a row loop over it;
  * the cluster form ends with cluster_done() and traps where clusters do
  * not exist (the planner never launches it there). */
-#define FPCU_ROWS_BLOCK(call)                                                                      \
+/* variadic: a call's template arguments may hold commas */
+#define FPCU_ROWS_BLOCK(...)                                                                       \
   const fpcu::BlockTeam team{};                                                                    \
-  call
+  __VA_ARGS__
 #define FPCU_ROWS_WARP(call)                                                                       \
   const fpcu::WarpTeam team{};                                                                     \
   call
@@ -1204,6 +1205,14 @@ inline fp_cuda_tuning rows_tuning(const void *long_rows, const void *warp_short,
   t.offer.long_vectors = long_vectors;
   t.offer.full_block = full_block;
   t.offer.stage_rows = stage_rows;
+  return t;
+}
+
+/* A ROWS kernel's tuning entry with its streaming build added. */
+inline fp_cuda_tuning with_stream_build(fp_cuda_tuning t, const void *stream) {
+  t.builds[FP_ROWS_STREAM] = stream;
+  t.names[FP_ROWS_STREAM] = " (streaming build)";
+  t.offer.has[FP_ROWS_STREAM] = stream != nullptr;
   return t;
 }
 

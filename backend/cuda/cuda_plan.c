@@ -61,7 +61,9 @@ static uint32_t pow2_ceil(int64_t v) {
  *     the host's;
  *   the block builds: LONG_ROWS once a row has more than 2 float4 per
  *     thread of the host's block (the registered build's cache), else the
- *     registered build; LONG_ROWS in the smallest block that caches the
+ *     registered build; but STREAM in the host's geometry, where the kernel
+ *     has it, for rows longer than LONG_ROWS' cache in the host's block
+ *     (long_vectors float4 per thread); LONG_ROWS in the smallest block that caches the
  *     row, except for at most two rows per SM of 1025..4096 floats and a
  *     build that does not stage: pow2_ceil(ceil(N/4)) threads, at most
  *     512; and at least four rows per SM of 1025..4096 floats in a
@@ -149,6 +151,13 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
     }
   }
   const bool long_rows = b->has[FP_ROWS_LONG] && N / 4 > 2 * (int64_t)host_block;
+  /* Rows longer than the long-row build's cache in the host's block, which
+   * it would stream: the streaming build, in the same geometry. */
+  if (tuned && long_rows && b->has[FP_ROWS_STREAM] && b->long_vectors > 0 &&
+      N > 4 * (int64_t)b->long_vectors * host_block) {
+    plan.build = FP_ROWS_STREAM;
+    return plan;
+  }
   if (long_rows) {
     plan.build = FP_ROWS_LONG;
     /* The smallest block whose cache still holds the row, if smaller than

@@ -15,7 +15,9 @@
  *               share of the row, ceil(ceil(N/4) / C) float4 vectors, fits
  *               cluster_vectors per thread (0: the build streams, any share);
  *   LONG_ROWS   a block per row, a deeper register cache (long_vectors per
- *               thread); any block size (rows the cache cannot hold stream).
+ *               thread); any block size (rows the cache cannot hold stream);
+ *   STREAM      a block per row that streams every row (no register cache to
+ *               hold, so more loads in flight without spills); any geometry.
  */
 #ifndef FUSEPORT_CUDA_PLAN_H
 #define FUSEPORT_CUDA_PLAN_H
@@ -32,12 +34,13 @@ typedef enum fp_rows_build {
   FP_ROWS_LONG = 0,        /* slots of fp_cuda_tuning.builds */
   FP_ROWS_WARP_SHORT = 1,
   FP_ROWS_WARP = 2,
-  FP_ROWS_CLUSTER = 3
+  FP_ROWS_CLUSTER = 3,
+  FP_ROWS_STREAM = 4
 } fp_rows_build;
 
 /* What a kernel offers: the builds it has and their capacities. */
 typedef struct fp_rows_builds {
-  bool has[4];               /* indexed by fp_rows_build (>= 0) */
+  bool has[5];               /* indexed by fp_rows_build (>= 0) */
   int warp_short_vectors;    /* float4 per lane of WARP_SHORT */
   int warp_vectors;          /* float4 per lane of WARP */
   int cluster_vectors;       /* float4 per thread of CLUSTER, 0: it streams */

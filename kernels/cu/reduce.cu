@@ -109,11 +109,12 @@ __device__ __forceinline__ float softmax_inv(MaxSum t) {
   return 1.0f / (isfinite(t.m) ? t.s : CUDART_NAN_F);
 }
 
-/* (max, sum) of a row in one streamed read. */
-__device__ MaxSum row_max_sum(const float *x_row, const RowSplit &s) {
+/* (max, sum) of a row in one streamed read, U float4 loads in flight per
+ * thread. */
+template <int U> __device__ MaxSum row_max_sum(const float *x_row, const RowSplit &s) {
   MaxSum st = max_sum_empty();
   const float *body = x_row + s.head;
-  row_stream<2>(
+  row_stream<U>(
       s, [&](long long j) { online_add(st, __ldg(x_row + j)); },
       [&](long long v) { return ldg4(body + 4 * v); },
       [&](long long, float4 x) { online_add4(st, x); });
@@ -210,14 +211,19 @@ softmax_row_cached(const Team &team, float *out_row, const float *x_row, const R
   cache_store(team, c, out_row, p, out_vec);
 }
 
+/* The streamed rows' passes keep U1 (the first) and U2 (the later ones)
+ * float4 loads in flight per thread: 2 in the long-row build, whose
+ * register cache leaves no room for more; more in the streaming build (see
+ * kStreamU1 below). */
+template <int U1, int U2>
 __device__ void softmax_row_streamed(float *out_row, const float *x_row, const RowSplit &s,
                                      bool out_vec) {
-  const MaxSum t = row_max_sum(x_row, s);
+  const MaxSum t = row_max_sum<U1>(x_row, s);
   const float m = t.m, inv = softmax_inv(t);
   const auto f = [=](float v) { return fast_exp(v - m) * inv; };
   const float *x_body = x_row + s.head;
   float *out_body = out_row + s.head;
-  row_stream<2, true>(
+  row_stream<U2, true>(
       s, [&](long long j) { out_row[j] = f(__ldg(x_row + j)); },
       [&](long long v) { return ldg4(x_body + 4 * v); },
       [&](long long v, float4 x) { st4_any(out_body + 4 * v, map4(x, f), out_vec); });
@@ -249,14 +255,15 @@ double_softmax_row_cached(const Team &team, float *out_row, const float *x_row, 
 /* Three streamed reads, alternately forwards and backwards: (max, sum) of x,
  * the sum of the second softmax, then the output; y = softmax(x) is
  * recomputed rather than stored and reread. */
+template <int U1, int U2>
 __device__ void double_softmax_row_streamed(float *out_row, const float *x_row, const RowSplit &s,
                                             bool out_vec) {
-  const MaxSum t = row_max_sum(x_row, s);
+  const MaxSum t = row_max_sum<U1>(x_row, s);
   const float m = t.m, y_max = softmax_inv(t);
   const auto second_exp = [=](float v) { return fast_exp(fast_exp(v - m) * y_max - y_max); };
   const float *x_body = x_row + s.head;
   float sum = 0.0f;
-  row_stream<2, true>(
+  row_stream<U2, true>(
       s, [&](long long j) { sum += second_exp(__ldg(x_row + j)); },
       [&](long long v) { return ldg4(x_body + 4 * v); },
       [&](long long, float4 x) {
@@ -266,7 +273,7 @@ __device__ void double_softmax_row_streamed(float *out_row, const float *x_row, 
   const float inv = 1.0f / block_sum(sum);
   const auto f = [=](float v) { return second_exp(v) * inv; };
   float *out_body = out_row + s.head;
-  row_stream<2>(
+  row_stream<U2>(
       s, [&](long long j) { out_row[j] = f(__ldg(x_row + j)); },
       [&](long long v) { return ldg4(x_body + 4 * v); },
       [&](long long v, float4 x) { st4_any(out_body + 4 * v, map4(x, f), out_vec); });
@@ -297,6 +304,7 @@ softmax_backward_row_cached(const Team &team, float *gin_row, const float *g_row
   cache_store(team, y, gin_row, p, out_vec);
 }
 
+template <int U1, int U2>
 __device__ void softmax_backward_row_streamed(float *gin_row, const float *g_row,
                                               const float *y_row, const RowSplit &s, bool g_vec,
                                               bool out_vec) {
@@ -308,7 +316,7 @@ __device__ void softmax_backward_row_streamed(float *gin_row, const float *g_row
     return p;
   };
   float dot = 0.0f;
-  row_stream<2>(
+  row_stream<U1>(
       s, [&](long long j) { dot += __ldg(g_row + j) * __ldg(y_row + j); }, load_pair,
       [&](long long, const GradPair &p) {
         dot += (p.g.x * p.y.x + p.g.y * p.y.y) + (p.g.z * p.y.z + p.g.w * p.y.w);
@@ -316,7 +324,7 @@ __device__ void softmax_backward_row_streamed(float *gin_row, const float *g_row
   dot = block_sum(dot);
   const auto f = [=](float gv, float yv) { return yv * (gv - dot); };
   float *gin_body = gin_row + s.head;
-  row_stream<2, true>(
+  row_stream<U2, true>(
       s, [&](long long j) { gin_row[j] = f(__ldg(g_row + j), __ldg(y_row + j)); }, load_pair,
       [&](long long v, const GradPair &p) {
         st4_any(gin_body + 4 * v, map4(p.g, p.y, f), out_vec);
@@ -403,6 +411,7 @@ __device__ __forceinline__ void layernorm_row_cached(const Team &team, const Lay
  * rounds, docs/results/2026-11-24-h100-fastexp/) 256 x 32768 38.9 ->
  * 37.3 us, 128 x 65536 37.1 -> 36.0, 0.3-1.5% on larger cells. (The row's
  * own loads past L1 instead cost 10-27%: 4096 x 32768 450 -> 569 us.) */
+template <int U1, int U2>
 __device__ void layernorm_row_streamed(const LayerNormRow &r, float eps, float *mean_out,
                                        float *rstd_out) {
   const float *x_body = r.x_row + r.s.head;
@@ -410,14 +419,14 @@ __device__ void layernorm_row_streamed(const LayerNormRow &r, float eps, float *
     return r.x_keep ? ldg4(x_body + 4 * v) : ldg4_nc(x_body + 4 * v);
   };
   MeanM2 st = mean_m2_empty();
-  row_stream<2>(
+  row_stream<U1>(
       r.s, [&](long long j) { welford_add(st, __ldg(r.x_row + j)); }, load_x,
       [&](long long, float4 x) { welford_add4(st, x); });
   const MeanM2 tot = block_allreduce(st, mean_m2_empty(), CombineMeanM2());
   const float mean = tot.sum / (float)r.N;
   const float var = tot.m2 / (float)r.N;
   const float rstd = 1.0f / sqrtf(var + eps);
-  row_stream<2, true>(
+  row_stream<U2, true>(
       r.s,
       [&](long long j) {
         r.out_row[j] =
@@ -467,11 +476,12 @@ norm_chain_row_cached(const Team &team, float *out_row, const float *x_row, cons
  * out = ((x*s1)*s2)*s3 is evaluated in the CPU's order. The result differs
  * from the literal chain by rounding only (and in the overflow case, where
  * the literal chain turns +-inf products into NaN sums). */
+template <int U1, int U2>
 __device__ void norm_chain_row_streamed(float *out_row, const float *x_row, const RowSplit &s,
                                         bool out_vec) {
   const float *x_body = x_row + s.head;
   float sum = 0.0f;
-  row_stream<2>(
+  row_stream<U1>(
       s, [&](long long j) { sum += __ldg(x_row + j); },
       [&](long long v) { return ldg4(x_body + 4 * v); },
       [&](long long, float4 x) { sum += (x.x + x.y) + (x.z + x.w); });
@@ -479,7 +489,7 @@ __device__ void norm_chain_row_streamed(float *out_row, const float *x_row, cons
   const float s2 = s1 * s1, s3 = s2 * s2;
   const auto f = [=](float v) { return v * s1 * s2 * s3; };
   float *out_body = out_row + s.head;
-  row_stream<2, true>(
+  row_stream<U2, true>(
       s, [&](long long j) { out_row[j] = f(__ldg(x_row + j)); },
       [&](long long v) { return ldg4(x_body + 4 * v); },
       [&](long long v, float4 x) { st4_any(out_body + 4 * v, map4(x, f), out_vec); });
@@ -558,7 +568,7 @@ __device__ __forceinline__ void map_rows(const Team &team, float *out, const flo
       });
 }
 
-template <int kMaxK, class Team>
+template <int kMaxK, int kU1 = 2, int kU2 = 2, class Team>
 __device__ __forceinline__ void softmax_rows(const Team &team, float *out, const float *x,
                                              long long M, long long N) {
   map_rows<kMaxK, kStageSoftmax>(
@@ -568,11 +578,11 @@ __device__ __forceinline__ void softmax_rows(const Team &team, float *out, const
         softmax_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec, staged, next);
       },
       [](float *out_row, const float *x_row, const RowSplit &split, bool out_vec) {
-        softmax_row_streamed(out_row, x_row, split, out_vec);
+        softmax_row_streamed<kU1, kU2>(out_row, x_row, split, out_vec);
       });
 }
 
-template <int kMaxK, class Team>
+template <int kMaxK, int kU1 = 2, int kU2 = 2, class Team>
 __device__ __forceinline__ void double_softmax_rows(const Team &team, float *out, const float *x,
                                                     long long M, long long N) {
   map_rows<kMaxK, kStageDoubleSoftmax>(
@@ -583,13 +593,13 @@ __device__ __forceinline__ void double_softmax_rows(const Team &team, float *out
                                                        next);
       },
       [](float *out_row, const float *x_row, const RowSplit &split, bool out_vec) {
-        double_softmax_row_streamed(out_row, x_row, split, out_vec);
+        double_softmax_row_streamed<kU1, kU2>(out_row, x_row, split, out_vec);
       });
 }
 
 /* Staged (kStageSoftmaxBackward = 2): y, and g where it shares y's split
  * (g_vec), as it is cached. */
-template <int kMaxK, class Team>
+template <int kMaxK, int kU1 = 2, int kU2 = 2, class Team>
 __device__ __forceinline__ void softmax_backward_rows(const Team &team, float *grad_in,
                                                       const float *grad_out, const float *y,
                                                       long long M, long long N) {
@@ -615,12 +625,14 @@ __device__ __forceinline__ void softmax_backward_rows(const Team &team, float *g
             }))
           stream_row(
               team,
-              [&]() { softmax_backward_row_streamed(gin_row, g_row, y_row, p.s, g_vec, out_vec); },
+              [&]() {
+                softmax_backward_row_streamed<kU1, kU2>(gin_row, g_row, y_row, p.s, g_vec, out_vec);
+              },
               next);
       });
 }
 
-template <int kMaxK, class Team>
+template <int kMaxK, int kU1 = 2, int kU2 = 2, class Team>
 __device__ __forceinline__ void
 layernorm_rows(const Team &team, float *out, float *mean, float *rstd, const float *x,
                const float *w, const float *b, long long M, long long N, float eps) {
@@ -644,11 +656,12 @@ layernorm_rows(const Team &team, float *out, float *mean, float *rstd, const flo
                                                         stage.slots(0), next);
             }))
           stream_row(
-              team, [&]() { layernorm_row_streamed(r, eps, mean + row, rstd + row); }, next);
+              team, [&]() { layernorm_row_streamed<kU1, kU2>(r, eps, mean + row, rstd + row); },
+              next);
       });
 }
 
-template <int kMaxK, class Team>
+template <int kMaxK, int kU1 = 2, int kU2 = 2, class Team>
 __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, const float *x,
                                                 long long M, long long N) {
   map_rows<kMaxK, kStageNormChain>(
@@ -658,7 +671,7 @@ __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, co
         norm_chain_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec, staged, next);
       },
       [](float *out_row, const float *x_row, const RowSplit &split, bool out_vec) {
-        norm_chain_row_streamed(out_row, x_row, split, out_vec);
+        norm_chain_row_streamed<kU1, kU2>(out_row, x_row, split, out_vec);
       });
 }
 
@@ -685,13 +698,18 @@ __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, co
  *               N = 257 on, and removed.)
  *   cluster     a cluster of 2..8 blocks per row (sm_90), <= 4 vectors per
  *               thread (64 registers): rows of up to 8 * 16384 floats read
- *               once, and a few long rows spread over the whole GPU.
+ *               once, and a few long rows spread over the whole GPU;
+ *   stream      block per row for the rows long_rows would stream: no
+ *               register cache (K = 1, for rows it is never launched on), so
+ *               its passes keep more loads in flight (kStreamU1/U2) within
+ *               64 registers without the spills that cost the caching
+ *               builds' cached rows 3-23% when they did so.
  * Registers: caps chosen so that ptxas spills nothing or a few words (to
  * L1) on sm_90.
  * Warp builds need no shared memory and no barriers: a block of 32-thread
  * groups would be capped at 32 blocks (1024 threads) per SM. */
 
-/* The four builds of kernel NAME(PARAMS): ROWS_FN<K>(team, ARGS) over each
+/* The five builds of kernel NAME(PARAMS): ROWS_FN<K>(team, ARGS) over each
  * team, with the registered and warp_short builds' register caps and
  * the long-row build's cache depth. The cluster build caches 4 float4 per
  * thread at 64 registers (the planner's cluster_vectors). */
@@ -705,7 +723,22 @@ __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, co
   }                                                                                                \
   static __global__ void __maxnreg__(64) NAME##_cluster PARAMS {                                   \
     FPCU_ROWS_CLUSTER(ROWS_FN<4> ARGS);                                                            \
+  }                                                                                                \
+  static __global__ void __launch_bounds__(kMaxBlock, 1) NAME##_stream PARAMS {                    \
+    FPCU_ROWS_BLOCK(ROWS_FN<1, kStreamU1, kStreamU2> ARGS);                                        \
   }
+
+/* The streaming build's loads in flight per thread in a row's first pass
+ * and in its later ones (2 and 2 in the caching builds, which have no
+ * registers for more). Measured on an H100 (2026-11-24, three alternating
+ * rounds, docs/results/2026-11-24-h100-stream/r24-stream-build/) against
+ * the long-row build streaming with 2 and 2: with 4 and 4, double_softmax
+ * 4096 x 32768 526 -> 447 us, 8192 x 65536 2024 -> 1838; layernorm
+ * 4096 x 32768 447 -> 409, 2048 x 65536 501 -> 484; softmax 2048 x 65536
+ * 460 -> 449; softmax_backward and norm_chain within 0.6% (the former's
+ * long rows mostly take clusters); 4 and 2 gained about half as much, the
+ * build alone (2 and 2) up to 3%. 8 spills. */
+constexpr int kStreamU1 = 4, kStreamU2 = 4;
 
 #define FPCU_ROWS_PARAMS (float *out, const float *x, long long M, long long N)
 #define FPCU_ROWS_ARGS (team, out, x, M, N)
@@ -753,10 +786,11 @@ extern "C" void fp_cuda_register_reduce(const void *table[FPK_COUNT]) {
  * a persistent grid of one wave against the hardware's block scheduling),
  * and the stage code alone cost layernorm and norm_chain registers. */
 #define FPCU_ROW_BUILDS(kernel, arg_m, arg_n, long_k, stage_rows)                                  \
-  rows_tuning(reinterpret_cast<const void *>(&kernel##_long_rows),                                 \
-              reinterpret_cast<const void *>(&kernel##_warp_short), nullptr,                       \
-              reinterpret_cast<const void *>(&kernel##_cluster), arg_m, arg_n, 2, 0, 4, long_k, 0, \
-              stage_rows)
+  with_stream_build(rows_tuning(reinterpret_cast<const void *>(&kernel##_long_rows),               \
+                                reinterpret_cast<const void *>(&kernel##_warp_short), nullptr,     \
+                                reinterpret_cast<const void *>(&kernel##_cluster), arg_m, arg_n,   \
+                                2, 0, 4, long_k, 0, stage_rows),                                   \
+                    reinterpret_cast<const void *>(&kernel##_stream))
 
 extern "C" void fp_cuda_register_tuning_reduce(fp_cuda_tuning table[FPK_COUNT]) {
   table[FPK_softmax_fused] = FPCU_ROW_BUILDS(softmax_fused, 2, 3, 8, kStageSoftmax);

@@ -192,6 +192,12 @@ std::vector<Case> cases(bool caches_row, int warp_short_n, int warp_n,
         v.push_back(c);
       }
     }
+    /* the streaming build: rows it caches (K = 1: up to 64 float4 here;
+     * never launched on them), and streamed ones with their four loads in
+     * flight ending in every remainder */
+    if (has_long && long_offer->has[FP_ROWS_STREAM])
+      for (long long N : {5LL, 1001LL, 1003LL, 4097LL, 20001LL})
+        v.push_back({FP_ROWS_STREAM, 3, N, 2, 64, 1, mis});
     for (unsigned C : {2u, 4u, 8u}) {
       const long long fit = caches_row ? 4LL * 4 * 64 * C - 3 : 20001; /* share <= 4 x 64 */
       for (long long N : {3LL, 1001LL, fit})
