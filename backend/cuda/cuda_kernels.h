@@ -238,14 +238,20 @@ struct View2D {
  * 100 MiB write flush 12.1 us, after a normal load 14.0); torch.compile's
  * kernels get the same, so both sides are timed alike (docs/PERF.md).
  * Before sm_80 (no cache hints): ld.global.nc. */
+#if !defined(FPCU_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+/* The L2 cache policy of ldg4's loads: evict_last for every line. */
+__device__ __forceinline__ unsigned long long l2_evict_last_policy() {
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+#endif
 __device__ __forceinline__ float4 ldg4(const float *p) {
 #if !defined(FPCU_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  unsigned long long policy;
   float4 v;
-  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
   asm volatile("ld.global.L1::evict_last.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "l"(p), "l"(policy));
+               : "l"(p), "l"(l2_evict_last_policy()));
   return v;
 #else
   return __ldg(reinterpret_cast<const float4 *>(p));
@@ -288,12 +294,10 @@ __device__ __forceinline__ float4 ldg4_nc(const float *p) {
  * layernorm_row_streamed in kernels/cu/reduce.cu). Same rules as ldg4. */
 __device__ __forceinline__ float4 ldg4_l1skip(const float *p) {
 #if !defined(FPCU_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  unsigned long long policy;
   float4 v;
-  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
   asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "l"(p), "l"(policy));
+               : "l"(p), "l"(l2_evict_last_policy()));
   return v;
 #else
   return __ldg(reinterpret_cast<const float4 *>(p));
