@@ -14,6 +14,10 @@ host overheads no longer count), the worst cell against torch.compile, the
 OpenCL/CUDA speed ratio on cells >= 64 MiB, and the unfused/fused ratio.
 Only cells that are ok in both files enter a ratio. Standard library only.
 
+Last, every cell below 0.97 of torch.compile with both sides' medians and
+minima, and the cells of each file whose median is over 1.5x their own
+minimum (a disturbed timing window, marked d).
+
 A second table bounds what any kernel could reach against PyTorch with the
 same cost model: each cell at the copy bandwidth of the CUDA run (bytes /
 copy_gbps), but never under the fastest fused cell of the run (the launch
@@ -41,6 +45,14 @@ def gmean(xs):
 
 def ok(c):
     return c is not None and c.get("status") == "ok" and c.get("median_us")
+
+
+DISTURBED = 1.5
+
+
+def mark(c):
+    """" d" where a cell's median is over DISTURBED times its own minimum."""
+    return " d" if c.get("min_us") and c["median_us"] > DISTURBED * c["min_us"] else ""
 
 
 def main(cuda_path, opencl_path, torch_path):
@@ -98,6 +110,29 @@ def main(cuda_path, opencl_path, torch_path):
             cols.append(f"{gmean([r for r, _ in bound]):.2f} / "
                         f"{gmean([r for r, b in bound if b >= BIG]):.2f}")
         print(f"| {op} | {cols[0]} | {cols[1]} |")
+
+    # Every cell below 0.97 of compile, each side's median beside its own
+    # minimum: a median far above the minimum is a disturbed window (seen on
+    # the lent H100 on both sides, 4-8x), not the kernel's speed.
+    print()
+    print(f"Cells below 0.97 of torch.compile (d: the median over {DISTURBED}x that side's own minimum)")
+    print()
+    print("| op | dim0 x dim1 | fused median / min (us) | compile median / min (us) | ratio |")
+    print("|---|---|---|---|---|")
+    for op in ops:
+        for (o, v, s), c in cu.items():
+            t = th.get((op, "compile", s))
+            if o != op or v != "fused" or not ok(c) or not ok(t):
+                continue
+            r = t["median_us"] / c["median_us"]
+            if r < 0.97:
+                print(f"| {op} | {s[0]} x {s[1]} | {c['median_us']:.2f} / {c['min_us']:.2f}{mark(c)} "
+                      f"| {t['median_us']:.2f} / {t['min_us']:.2f}{mark(t)} | {r:.2f} |")
+    for name, cells in (("fuseport CUDA", cu), ("PyTorch", th)):
+        hits = [f"{o} {v} {s[0]} x {s[1]} ({c['median_us'] / c['min_us']:.1f}x)"
+                for (o, v, s), c in cells.items() if ok(c) and mark(c)]
+        print()
+        print(f"Disturbed cells in the {name} file ({len(hits)}): {'; '.join(hits) or 'none'}")
 
 
 if __name__ == "__main__":
