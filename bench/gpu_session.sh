@@ -103,11 +103,11 @@ stage_check() {
 stage_sanitize() {
   log "compute-sanitizer memcheck: fuseport check --backend cuda (small shapes)"
   timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$FP" check --backend cuda \
-    --quiet --shapes 3x1000,7x65537,33x4097,70x3001,530x1030,1000x3,40x32769 >"$OUT/memcheck.log" 2>&1
+    --quiet --shapes 3x1000,7x65537,33x4097,70x3001,530x1030,1000x3,40x32769,40x65537 >"$OUT/memcheck.log" 2>&1
   echo "memcheck exit $?"; tail -4 "$OUT/memcheck.log"
   log "compute-sanitizer racecheck: row reductions and the transposed tile"
   timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 "$FP" check --backend cuda \
-    --quiet --shapes 3x1000,33x4097,70x3001,40x32769 \
+    --quiet --shapes 3x1000,33x4097,70x3001,40x32769,40x65537 \
     --op softmax,double_softmax,softmax_backward,layernorm,norm_chain,hreduce_pointwise,hreduce_reduce,bias_dropout_add \
     >"$OUT/racecheck.log" 2>&1
   echo "racecheck exit $?"; tail -4 "$OUT/racecheck.log"

@@ -39,12 +39,16 @@ typedef struct cuda_state {
   bool elem_lean;                   /* FUSEPORT_CUDA_ELEM_BUILDS: launch lean builds */
   unsigned rows_block_cap;          /* FUSEPORT_CUDA_ROWS_BLOCK_CAP; 0: none */
   bool row_stage;                   /* FUSEPORT_CUDA_ROW_STAGE (default on) */
+  bool stream_smem;                 /* FUSEPORT_CUDA_STREAM_SMEM (default on) */
   size_t smem_optin;                /* sharedMemPerBlockOptin */
   /* the long-row builds' stage: the most dynamic shared memory each may
    * have (smem_optin less its static shared memory; 0: not asked yet), to
    * which its attribute is then set, and the resident blocks with and
    * without the stage per block size 2^0..2^10, plus one (0: not asked) */
   size_t stage_limit[FPK_COUNT];
+  /* the streaming builds' rows in shared memory: the most dynamic shared
+   * memory each may have, its attribute then set (0: not asked yet) */
+  size_t stream_smem_limit[FPK_COUNT];
   unsigned char stage_resident[FPK_COUNT][11][2];
   int cc_major, sm_count;
   bool family_loaded[FPF_COUNT];
@@ -229,6 +233,19 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
                           "FUSEPORT_CUDA_ROW_STAGE='%s': expected 1 (the default) or 0", stage);
     }
     s->row_stage = stage[0] == '1';
+  }
+  /* A timing knob: 0 turns off the streaming builds' rows in shared memory
+   * (cuda_plan.h), 1 or unset keeps them. */
+  const char *stream_smem = getenv("FUSEPORT_CUDA_STREAM_SMEM");
+  s->stream_smem = true;
+  if (stream_smem != NULL && *stream_smem != '\0') {
+    if (strcmp(stream_smem, "0") != 0 && strcmp(stream_smem, "1") != 0) {
+      free(s);
+      return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                          "FUSEPORT_CUDA_STREAM_SMEM='%s': expected 1 (the default) or 0",
+                          stream_smem);
+    }
+    s->stream_smem = stream_smem[0] == '1';
   }
   s->smem_optin = prop.sharedMemPerBlockOptin;
   const char *elem_grid = getenv("FUSEPORT_CUDA_ELEM_GRID");
@@ -717,6 +734,37 @@ static fp_status plan_stage(fp_context *ctx, fp_kernel_id id, const void *kernel
   return FP_OK;
 }
 
+/* The dynamic shared memory a STREAM plan of kernel id keeps its rows in
+ * (cuda_plan.h), its attribute set on first use: *shared_bytes, and
+ * *attribute_set when nonzero. */
+static fp_status plan_stream_smem(fp_context *ctx, fp_kernel_id id, const void *kernel,
+                                  const fp_rows_plan *plan, int64_t N, size_t *shared_bytes,
+                                  bool *attribute_set) {
+  cuda_state *s = state_of(ctx);
+  if (!s->stream_smem || !s->tuning[id].offer.stream_smem_row)
+    return FP_OK;
+  if (s->stream_smem_limit[id] == 0) {
+    const char *name = fp_kernel_name(id);
+    struct cudaFuncAttributes attr;
+    cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
+    if (err != cudaSuccess)
+      return cuda_fail(ctx, err, "cudaFuncGetAttributes(%s (streaming build))", name);
+    const size_t limit =
+        attr.sharedSizeBytes < s->smem_optin ? s->smem_optin - attr.sharedSizeBytes : 1;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)limit);
+    if (err != cudaSuccess)
+      return cuda_fail(ctx, err,
+                       "cudaFuncSetAttribute(%s (streaming build), max dynamic shared memory "
+                       "%zu bytes)",
+                       name, limit);
+    s->stream_smem_limit[id] = limit;
+  }
+  *shared_bytes = (size_t)fp_cuda_stream_smem_bytes(&s->tuning[id].offer, plan, N,
+                                                    (uint64_t)s->stream_smem_limit[id]);
+  *attribute_set = *shared_bytes > 0;
+  return FP_OK;
+}
+
 static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd,
                              const fp_karg *args, int nargs) {
   cuda_state *s = state_of(ctx);
@@ -773,7 +821,9 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
   const void *kernel = s->kernels[id];
   const char *build = "";
   unsigned cluster = 1;
-  bool staged = false; /* the long-row build's stage, with its attribute set */
+  /* the long-row build's stage or the streaming build's rows in shared
+   * memory, with the kernel's attribute set */
+  bool staged = false;
   if (tuning->rows && nd->dims == 1 && shared_bytes == 0) {
     const unsigned host_block =
         s->rows_block_cap != 0 && block[0] > s->rows_block_cap ? s->rows_block_cap : block[0];
@@ -793,6 +843,11 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
                           name, build, plan.grid, plan.block, plan.cluster);
     if (plan.build == FP_ROWS_LONG) {
       st = plan_stage(ctx, id, kernel, args[tuning->arg_n].v.i64, &plan, &shared_bytes, &staged);
+      if (st != FP_OK)
+        return st;
+    } else if (plan.build == FP_ROWS_STREAM) {
+      st = plan_stream_smem(ctx, id, kernel, &plan, args[tuning->arg_n].v.i64, &shared_bytes,
+                            &staged);
       if (st != FP_OK)
         return st;
     }

@@ -836,6 +836,50 @@ template <int kMaxK, int kRows, class Team> struct RowStage {
   }
 };
 
+/* ---- the streaming build's rows in shared memory -----------------------------
+ * The streaming build holds no register cache, so every pass after a row's
+ * first rereads it: from L1 while the row fits there (up to about 128 KiB,
+ * N = 32768), beyond that from L2 at best. Launched with dynamic shared
+ * memory (the backend gives it up to the whole row for rows longer than
+ * that, fp_cuda_stream_smem_bytes in cuda_plan.h), its first pass also
+ * keeps vectors 0 .. cap-1 of the row's split there and the later passes
+ * read them from it: only the rest of a row longer than the shared memory
+ * (on an H100, 227 KiB: beyond 58000 floats) is reread from global memory.
+ *
+ * Slot v holds vector v. A slot is written by the thread that streams
+ * vector v in the first (forward) pass and read by whichever thread visits
+ * v later (a backward pass visits the vectors in another order): the team
+ * reduction between the first pass and the next (block_allreduce, barriers)
+ * orders the two. The constructor's barrier keeps a row's first pass from
+ * overwriting slots that a slower thread still reads for the block's
+ * previous row. kOn false (every other build): no code, no barrier. */
+template <bool kOn> struct SmemRow {
+  long long cap = 0; /* vectors kept; the same in every thread */
+
+  __device__ __forceinline__ explicit SmemRow(long long nvec) {
+    if constexpr (kOn) {
+      const long long have = (long long)(dynamic_smem_bytes() / 16u);
+      cap = nvec < have ? nvec : have;
+      if (cap > 0)
+        __syncthreads();
+    }
+  }
+  __device__ __forceinline__ void keep(long long v, float4 x) const {
+    if constexpr (kOn) {
+      if (v < cap)
+        dynamic_smem_f4()[v] = x;
+    }
+  }
+  /* vector v, from shared memory if kept, else global(v) */
+  template <class Global> __device__ __forceinline__ float4 load(long long v, Global global) const {
+    if constexpr (kOn) {
+      if (v < cap)
+        return dynamic_smem_f4()[v];
+    }
+    return global(v);
+  }
+};
+
 /* Streams a row through the block with U vector loads in flight per thread:
  * scalar(col) for the head and tail elements, load_vec(v)/use_vec(v, item)
  * for vector v (columns s.head + 4v .. +3). kBackward visits the vectors
@@ -1212,11 +1256,13 @@ inline fp_cuda_tuning rows_tuning(const void *long_rows, const void *warp_short,
   return t;
 }
 
-/* A ROWS kernel's tuning entry with its streaming build added. */
-inline fp_cuda_tuning with_stream_build(fp_cuda_tuning t, const void *stream) {
+/* A ROWS kernel's tuning entry with its streaming build added, which keeps
+ * its input row in shared memory if smem_row (SmemRow). */
+inline fp_cuda_tuning with_stream_build(fp_cuda_tuning t, const void *stream, bool smem_row) {
   t.builds[FP_ROWS_STREAM] = stream;
   t.names[FP_ROWS_STREAM] = " (streaming build)";
   t.offer.has[FP_ROWS_STREAM] = stream != nullptr;
+  t.offer.stream_smem_row = stream != nullptr && smem_row;
   return t;
 }
 

@@ -110,14 +110,18 @@ __device__ __forceinline__ float softmax_inv(MaxSum t) {
 }
 
 /* (max, sum) of a row in one streamed read, U float4 loads in flight per
- * thread. */
-template <int U> __device__ MaxSum row_max_sum(const float *x_row, const RowSplit &s) {
+ * thread; the vectors that fit are kept in shared memory (SmemRow). */
+template <int U, class Smem>
+__device__ MaxSum row_max_sum(const float *x_row, const RowSplit &s, const Smem &smem) {
   MaxSum st = max_sum_empty();
   const float *body = x_row + s.head;
   row_stream<U>(
       s, [&](long long j) { online_add(st, __ldg(x_row + j)); },
       [&](long long v) { return ldg4(body + 4 * v); },
-      [&](long long, float4 x) { online_add4(st, x); });
+      [&](long long v, float4 x) {
+        smem.keep(v, x);
+        online_add4(st, x);
+      });
   return block_allreduce(st, max_sum_empty(), CombineMaxSum());
 }
 
@@ -214,18 +218,22 @@ softmax_row_cached(const Team &team, float *out_row, const float *x_row, const R
 /* The streamed rows' passes keep U1 (the first) and U2 (the later ones)
  * float4 loads in flight per thread: 2 in the long-row build, whose
  * register cache leaves no room for more; more in the streaming build (see
- * kStreamU1 below). */
-template <int U1, int U2>
+ * kStreamU1 below). kSmem: the streaming build, whose later passes read
+ * what of the row its shared memory holds from there (SmemRow). */
+template <int U1, int U2, bool kSmem>
 __device__ void softmax_row_streamed(float *out_row, const float *x_row, const RowSplit &s,
                                      bool out_vec) {
-  const MaxSum t = row_max_sum<U1>(x_row, s);
+  const SmemRow<kSmem> smem(s.nvec);
+  const MaxSum t = row_max_sum<U1>(x_row, s, smem);
   const float m = t.m, inv = softmax_inv(t);
   const auto f = [=](float v) { return fast_exp(v - m) * inv; };
   const float *x_body = x_row + s.head;
+  const auto load_x = [&](long long v) {
+    return smem.load(v, [&](long long u) { return ldg4(x_body + 4 * u); });
+  };
   float *out_body = out_row + s.head;
   row_stream<U2, true>(
-      s, [&](long long j) { out_row[j] = f(__ldg(x_row + j)); },
-      [&](long long v) { return ldg4(x_body + 4 * v); },
+      s, [&](long long j) { out_row[j] = f(__ldg(x_row + j)); }, load_x,
       [&](long long v, float4 x) { st4_any(out_body + 4 * v, map4(x, f), out_vec); });
 }
 
@@ -255,17 +263,20 @@ double_softmax_row_cached(const Team &team, float *out_row, const float *x_row, 
 /* Three streamed reads, alternately forwards and backwards: (max, sum) of x,
  * the sum of the second softmax, then the output; y = softmax(x) is
  * recomputed rather than stored and reread. */
-template <int U1, int U2>
+template <int U1, int U2, bool kSmem>
 __device__ void double_softmax_row_streamed(float *out_row, const float *x_row, const RowSplit &s,
                                             bool out_vec) {
-  const MaxSum t = row_max_sum<U1>(x_row, s);
+  const SmemRow<kSmem> smem(s.nvec);
+  const MaxSum t = row_max_sum<U1>(x_row, s, smem);
   const float m = t.m, y_max = softmax_inv(t);
   const auto second_exp = [=](float v) { return fast_exp(fast_exp(v - m) * y_max - y_max); };
   const float *x_body = x_row + s.head;
+  const auto load_x = [&](long long v) {
+    return smem.load(v, [&](long long u) { return ldg4(x_body + 4 * u); });
+  };
   float sum = 0.0f;
   row_stream<U2, true>(
-      s, [&](long long j) { sum += second_exp(__ldg(x_row + j)); },
-      [&](long long v) { return ldg4(x_body + 4 * v); },
+      s, [&](long long j) { sum += second_exp(__ldg(x_row + j)); }, load_x,
       [&](long long, float4 x) {
         const float4 e = map4(x, second_exp);
         sum += (e.x + e.y) + (e.z + e.w);
@@ -274,8 +285,7 @@ __device__ void double_softmax_row_streamed(float *out_row, const float *x_row, 
   const auto f = [=](float v) { return second_exp(v) * inv; };
   float *out_body = out_row + s.head;
   row_stream<U2>(
-      s, [&](long long j) { out_row[j] = f(__ldg(x_row + j)); },
-      [&](long long v) { return ldg4(x_body + 4 * v); },
+      s, [&](long long j) { out_row[j] = f(__ldg(x_row + j)); }, load_x,
       [&](long long v, float4 x) { st4_any(out_body + 4 * v, map4(x, f), out_vec); });
 }
 
@@ -304,6 +314,11 @@ softmax_backward_row_cached(const Team &team, float *gin_row, const float *g_row
   cache_store(team, y, gin_row, p, out_vec);
 }
 
+/* Its rows stay out of shared memory (SmemRow): two of them, so it would
+ * hold under half of each row of 50000 floats or more, about what L1 keeps
+ * of them anyway, and the copies cost time: on an H100 (2026-11-25, three
+ * alternating rounds, docs/results/2026-11-25-h100-smem/) 64 x 65536 took
+ * 28.4 us without and 31.5 us with, 100 x 65536 43.1 and 41.1. */
 template <int U1, int U2>
 __device__ void softmax_backward_row_streamed(float *gin_row, const float *g_row,
                                               const float *y_row, const RowSplit &s, bool g_vec,
@@ -411,9 +426,10 @@ __device__ __forceinline__ void layernorm_row_cached(const Team &team, const Lay
  * rounds, docs/results/2026-11-24-h100-fastexp/) 256 x 32768 38.9 ->
  * 37.3 us, 128 x 65536 37.1 -> 36.0, 0.3-1.5% on larger cells. (The row's
  * own loads past L1 instead cost 10-27%: 4096 x 32768 450 -> 569 us.) */
-template <int U1, int U2>
+template <int U1, int U2, bool kSmem>
 __device__ void layernorm_row_streamed(const LayerNormRow &r, float eps, float *mean_out,
                                        float *rstd_out) {
+  const SmemRow<kSmem> smem(r.s.nvec);
   const float *x_body = r.x_row + r.s.head;
   const auto load_x = [&](long long v) {
     return r.x_keep ? ldg4(x_body + 4 * v) : ldg4_nc(x_body + 4 * v);
@@ -421,7 +437,10 @@ __device__ void layernorm_row_streamed(const LayerNormRow &r, float eps, float *
   MeanM2 st = mean_m2_empty();
   row_stream<U1>(
       r.s, [&](long long j) { welford_add(st, __ldg(r.x_row + j)); }, load_x,
-      [&](long long, float4 x) { welford_add4(st, x); });
+      [&](long long v, float4 x) {
+        smem.keep(v, x);
+        welford_add4(st, x);
+      });
   const MeanM2 tot = block_allreduce(st, mean_m2_empty(), CombineMeanM2());
   const float mean = tot.sum / (float)r.N;
   const float var = tot.m2 / (float)r.N;
@@ -432,7 +451,7 @@ __device__ void layernorm_row_streamed(const LayerNormRow &r, float eps, float *
         r.out_row[j] =
             layernorm_value(__ldg(r.x_row + j) - mean, rstd, __ldg(r.w + j), __ldg(r.b + j));
       },
-      load_x,
+      [&](long long v) { return smem.load(v, load_x); },
       [&](long long v, float4 x) {
         const long long j = r.s.head + 4 * v;
         const float4 w4 = r.wb_vec ? ldg4_l1skip(r.w + j) : ldg4_any(r.w + j, false);
@@ -476,22 +495,26 @@ norm_chain_row_cached(const Team &team, float *out_row, const float *x_row, cons
  * out = ((x*s1)*s2)*s3 is evaluated in the CPU's order. The result differs
  * from the literal chain by rounding only (and in the overflow case, where
  * the literal chain turns +-inf products into NaN sums). */
-template <int U1, int U2>
+template <int U1, int U2, bool kSmem>
 __device__ void norm_chain_row_streamed(float *out_row, const float *x_row, const RowSplit &s,
                                         bool out_vec) {
+  const SmemRow<kSmem> smem(s.nvec);
   const float *x_body = x_row + s.head;
   float sum = 0.0f;
   row_stream<U1>(
       s, [&](long long j) { sum += __ldg(x_row + j); },
       [&](long long v) { return ldg4(x_body + 4 * v); },
-      [&](long long, float4 x) { sum += (x.x + x.y) + (x.z + x.w); });
+      [&](long long v, float4 x) {
+        smem.keep(v, x);
+        sum += (x.x + x.y) + (x.z + x.w);
+      });
   const float s1 = block_sum(sum);
   const float s2 = s1 * s1, s3 = s2 * s2;
   const auto f = [=](float v) { return v * s1 * s2 * s3; };
   float *out_body = out_row + s.head;
   row_stream<U2, true>(
       s, [&](long long j) { out_row[j] = f(__ldg(x_row + j)); },
-      [&](long long v) { return ldg4(x_body + 4 * v); },
+      [&](long long v) { return smem.load(v, [&](long long u) { return ldg4(x_body + 4 * u); }); },
       [&](long long v, float4 x) { st4_any(out_body + 4 * v, map4(x, f), out_vec); });
 }
 
@@ -568,7 +591,7 @@ __device__ __forceinline__ void map_rows(const Team &team, float *out, const flo
       });
 }
 
-template <int kMaxK, int kU1 = 2, int kU2 = 2, class Team>
+template <int kMaxK, int kU1 = 2, int kU2 = 2, bool kSmem = false, class Team>
 __device__ __forceinline__ void softmax_rows(const Team &team, float *out, const float *x,
                                              long long M, long long N) {
   map_rows<kMaxK, kStageSoftmax>(
@@ -578,11 +601,11 @@ __device__ __forceinline__ void softmax_rows(const Team &team, float *out, const
         softmax_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec, staged, next);
       },
       [](float *out_row, const float *x_row, const RowSplit &split, bool out_vec) {
-        softmax_row_streamed<kU1, kU2>(out_row, x_row, split, out_vec);
+        softmax_row_streamed<kU1, kU2, kSmem>(out_row, x_row, split, out_vec);
       });
 }
 
-template <int kMaxK, int kU1 = 2, int kU2 = 2, class Team>
+template <int kMaxK, int kU1 = 2, int kU2 = 2, bool kSmem = false, class Team>
 __device__ __forceinline__ void double_softmax_rows(const Team &team, float *out, const float *x,
                                                     long long M, long long N) {
   map_rows<kMaxK, kStageDoubleSoftmax>(
@@ -593,13 +616,13 @@ __device__ __forceinline__ void double_softmax_rows(const Team &team, float *out
                                                        next);
       },
       [](float *out_row, const float *x_row, const RowSplit &split, bool out_vec) {
-        double_softmax_row_streamed<kU1, kU2>(out_row, x_row, split, out_vec);
+        double_softmax_row_streamed<kU1, kU2, kSmem>(out_row, x_row, split, out_vec);
       });
 }
 
 /* Staged (kStageSoftmaxBackward = 2): y, and g where it shares y's split
  * (g_vec), as it is cached. */
-template <int kMaxK, int kU1 = 2, int kU2 = 2, class Team>
+template <int kMaxK, int kU1 = 2, int kU2 = 2, bool kSmem = false, class Team>
 __device__ __forceinline__ void softmax_backward_rows(const Team &team, float *grad_in,
                                                       const float *grad_out, const float *y,
                                                       long long M, long long N) {
@@ -632,7 +655,7 @@ __device__ __forceinline__ void softmax_backward_rows(const Team &team, float *g
       });
 }
 
-template <int kMaxK, int kU1 = 2, int kU2 = 2, class Team>
+template <int kMaxK, int kU1 = 2, int kU2 = 2, bool kSmem = false, class Team>
 __device__ __forceinline__ void
 layernorm_rows(const Team &team, float *out, float *mean, float *rstd, const float *x,
                const float *w, const float *b, long long M, long long N, float eps) {
@@ -656,12 +679,13 @@ layernorm_rows(const Team &team, float *out, float *mean, float *rstd, const flo
                                                         stage.slots(0), next);
             }))
           stream_row(
-              team, [&]() { layernorm_row_streamed<kU1, kU2>(r, eps, mean + row, rstd + row); },
+              team,
+              [&]() { layernorm_row_streamed<kU1, kU2, kSmem>(r, eps, mean + row, rstd + row); },
               next);
       });
 }
 
-template <int kMaxK, int kU1 = 2, int kU2 = 2, class Team>
+template <int kMaxK, int kU1 = 2, int kU2 = 2, bool kSmem = false, class Team>
 __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, const float *x,
                                                 long long M, long long N) {
   map_rows<kMaxK, kStageNormChain>(
@@ -671,7 +695,7 @@ __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, co
         norm_chain_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec, staged, next);
       },
       [](float *out_row, const float *x_row, const RowSplit &split, bool out_vec) {
-        norm_chain_row_streamed<kU1, kU2>(out_row, x_row, split, out_vec);
+        norm_chain_row_streamed<kU1, kU2, kSmem>(out_row, x_row, split, out_vec);
       });
 }
 
@@ -725,7 +749,7 @@ __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, co
     FPCU_ROWS_CLUSTER(ROWS_FN<4> ARGS);                                                            \
   }                                                                                                \
   static __global__ void __launch_bounds__(kMaxBlock, 1) NAME##_stream PARAMS {                    \
-    FPCU_ROWS_BLOCK(ROWS_FN<1, kStreamU1, kStreamU2> ARGS);                                        \
+    FPCU_ROWS_BLOCK(ROWS_FN<1, kStreamU1, kStreamU2, true> ARGS);                                  \
   }
 
 /* The streaming build's loads in flight per thread in a row's first pass
@@ -785,22 +809,22 @@ extern "C" void fp_cuda_register_reduce(const void *table[FPK_COUNT]) {
  * wherever they staged (little work between a row's load and store, and
  * a persistent grid of one wave against the hardware's block scheduling),
  * and the stage code alone cost layernorm and norm_chain registers. */
-#define FPCU_ROW_BUILDS(kernel, arg_m, arg_n, long_k, stage_rows)                                  \
+#define FPCU_ROW_BUILDS(kernel, arg_m, arg_n, long_k, stage_rows, smem_row)                        \
   with_stream_build(rows_tuning(reinterpret_cast<const void *>(&kernel##_long_rows),               \
                                 reinterpret_cast<const void *>(&kernel##_warp_short), nullptr,     \
                                 reinterpret_cast<const void *>(&kernel##_cluster), arg_m, arg_n,   \
                                 2, 0, 4, long_k, 0, stage_rows),                                   \
-                    reinterpret_cast<const void *>(&kernel##_stream))
+                    reinterpret_cast<const void *>(&kernel##_stream), smem_row)
 
 extern "C" void fp_cuda_register_tuning_reduce(fp_cuda_tuning table[FPK_COUNT]) {
-  table[FPK_softmax_fused] = FPCU_ROW_BUILDS(softmax_fused, 2, 3, 8, kStageSoftmax);
+  table[FPK_softmax_fused] = FPCU_ROW_BUILDS(softmax_fused, 2, 3, 8, kStageSoftmax, true);
   table[FPK_double_softmax_fused] =
-      FPCU_ROW_BUILDS(double_softmax_fused, 2, 3, 4, kStageDoubleSoftmax);
+      FPCU_ROW_BUILDS(double_softmax_fused, 2, 3, 4, kStageDoubleSoftmax, true);
   table[FPK_softmax_backward_fused] =
-      FPCU_ROW_BUILDS(softmax_backward_fused, 3, 4, 4, kStageSoftmaxBackward);
+      FPCU_ROW_BUILDS(softmax_backward_fused, 3, 4, 4, kStageSoftmaxBackward, false);
   /* two input rows: a cluster reads them once where a block would stream
    * both twice (cuda_plan.c) */
   table[FPK_softmax_backward_fused].offer.cluster_many_rows = true;
-  table[FPK_layernorm_fused] = FPCU_ROW_BUILDS(layernorm_fused, 6, 7, 4, kStageLayerNorm);
-  table[FPK_norm_chain_fused] = FPCU_ROW_BUILDS(norm_chain_fused, 2, 3, 8, kStageNormChain);
+  table[FPK_layernorm_fused] = FPCU_ROW_BUILDS(layernorm_fused, 6, 7, 4, kStageLayerNorm, true);
+  table[FPK_norm_chain_fused] = FPCU_ROW_BUILDS(norm_chain_fused, 2, 3, 8, kStageNormChain, true);
 }

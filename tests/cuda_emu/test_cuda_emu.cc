@@ -81,7 +81,9 @@ std::string describe(const char *kernel, const Case &c) {
   char s[240];
   std::snprintf(s, sizeof s, "%s build %d, %lldx%lld, grid %u block %u cluster %u%s%s", kernel,
                 c.build, c.M, c.N, c.grid, c.block, c.cluster, c.misaligned ? ", misaligned" : "",
-                c.stage_bytes > 0 ? ", staged" : "");
+                c.stage_bytes == 0          ? ""
+                : c.build == FP_ROWS_STREAM ? ", rows in shared memory"
+                                            : ", staged");
   return s;
 }
 
@@ -198,6 +200,21 @@ std::vector<Case> cases(bool caches_row, int warp_short_n, int warp_n,
     if (has_long && long_offer->has[FP_ROWS_STREAM])
       for (long long N : {5LL, 1001LL, 1003LL, 4097LL, 20001LL})
         v.push_back({FP_ROWS_STREAM, 3, N, 2, 64, 1, mis});
+    /* ... and with its row in shared memory (SmemRow): whole rows, as
+     * the backend gives them (ceil(N/4) float4), and the first 1000 or 1
+     * of 5000 vectors; three rows on two blocks, so that block 0 keeps a
+     * second row over its first */
+    if (has_long && long_offer->has[FP_ROWS_STREAM] && long_offer->stream_smem_row) {
+      const struct {
+        long long N;
+        size_t vectors;
+      } kept[] = {{1003, 251}, {4097, 1025}, {20001, 1000}, {20001, 1}};
+      for (const auto &k : kept) {
+        Case c = {FP_ROWS_STREAM, 3, k.N, 2, 64, 1, mis};
+        c.stage_bytes = k.vectors * 16;
+        v.push_back(c);
+      }
+    }
     for (unsigned C : {2u, 4u, 8u}) {
       const long long fit = caches_row ? 4LL * 4 * 64 * C - 3 : 20001; /* share <= 4 x 64 */
       for (long long N : {3LL, 1001LL, fit})
