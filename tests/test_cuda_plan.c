@@ -18,26 +18,26 @@ enum { H100_SMS = 132, HOST_CAP = 1 << 20 };
  * build; a warp build of 8 vectors; a streaming cluster build; blocks of
  * up to 256 or 512 threads for many mid-length rows). */
 static const fp_rows_builds reduce_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 8, 0, 1, false, 0, true};
+    {true, true, false, true, true}, 2, 0, 4, 8, 0, 1, false, 0, 32769};
 static const fp_rows_builds reduce_offer_k4 = {
-    {true, true, false, true, true}, 2, 0, 4, 4, 0, 1, false, 0, true};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 1, false, 0, 32769};
 /* softmax_backward: two rows cached and staged; its streaming build keeps
  * nothing */
 static const fp_rows_builds backward_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 4, 0, 2, true, 0, false};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 2, true, 0, 0};
 /* the real offers of softmax and layernorm: long-row caches of 8 and 4
  * vectors that do not stage; streaming builds that keep their row */
 static const fp_rows_builds softmax_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 8, 0, 0, false, 0, true};
+    {true, true, false, true, true}, 2, 0, 4, 8, 0, 0, false, 0, 32769};
 static const fp_rows_builds layernorm_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 4, 0, 0, false, 0, true};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 0, false, 0, 32769};
 static const fp_rows_builds layernorm_offer_no_stream = {
-    {true, true, false, true, false}, 2, 0, 4, 4, 0, 0, false, 0, false};
+    {true, true, false, true, false}, 2, 0, 4, 4, 0, 0, false, 0, 0};
 static const fp_rows_builds hreduce_offer = {
-    {false, false, true, true}, 0, 8, 0, 0, 0, 0, false, 256, false};
+    {false, false, true, true}, 0, 8, 0, 0, 0, 0, false, 256, 0};
 /* hreduce_pointwise: 40 registers, three blocks of 512 resident, one of 1024 */
 static const fp_rows_builds hreduce_pointwise_offer = {
-    {false, false, true, true}, 0, 8, 0, 0, 512, 0, false, 512, false};
+    {false, false, true, true}, 0, 8, 0, 0, 512, 0, false, 512, 0};
 
 /* The host's ROWS request (ops/primitives.c fp_rows_range). */
 static void host_request(int64_t M, int64_t N, uint32_t *groups, uint32_t *block) {
@@ -444,37 +444,43 @@ static void test_stage_bytes(void **state) {
   assert_int_equal(fp_cuda_stage_bytes(&hreduce_offer, &p, 16384), 0);
 }
 
-/* The streaming build keeps rows of more than 32768 floats in shared
- * memory: ceil(N/4) float4, or the limit rounded down to whole float4;
- * nothing for shorter rows, other builds, kernels that keep nothing, or a
- * limit below one float4. */
+/* The streaming build keeps rows of at least stream_smem_min_n floats
+ * (32769 in these offers; any row under any_length) in shared memory:
+ * ceil(N/4) float4, or the limit rounded down to whole float4; nothing for
+ * shorter rows, other builds, kernels that keep nothing, or a limit below
+ * one float4. */
 static void test_stream_smem_bytes(void **state) {
   (void)state;
   enum { H100_LIMIT = 232448 - 576 }; /* sharedMemPerBlockOptin less the static */
   static const struct {
     const fp_rows_builds *b;
     int64_t M, N;
-    uint64_t limit, bytes;
+    uint64_t limit;
+    bool any_length;
+    uint64_t bytes;
   } cases[] = {
-      {&reduce_offer, 4096, 32769, H100_LIMIT, 8193u * 16u}, /* the whole row, 8193 float4 */
-      {&reduce_offer_k4, 4096, 40001, H100_LIMIT, 10001u * 16u},
-      {&reduce_offer, 1024, 65536, H100_LIMIT, (H100_LIMIT / 16u) * 16u}, /* 14492 of 16384 */
-      {&reduce_offer_k4, 4096, 32768, H100_LIMIT, 0}, /* streamed, but L1 keeps it */
-      {&reduce_offer_k4, 66, 16385, H100_LIMIT, 0},
-      {&reduce_offer, 1024, 65536, 15, 0},
-      {&backward_offer, 64, 65536, H100_LIMIT, 0},             /* keeps nothing */
-      {&layernorm_offer_no_stream, 512, 65536, H100_LIMIT, 0}, /* the long-row build */
-      {&reduce_offer, 4096, 32768, H100_LIMIT, 0},             /* cached by the long-row build */
-      {&reduce_offer, 65536, 128, H100_LIMIT, 0},              /* warp build */
+      {&reduce_offer, 4096, 32769, H100_LIMIT, false, 8193u * 16u}, /* the whole row */
+      {&reduce_offer_k4, 4096, 40001, H100_LIMIT, false, 10001u * 16u},
+      {&reduce_offer, 1024, 65536, H100_LIMIT, false, (H100_LIMIT / 16u) * 16u}, /* 14492 */
+      {&reduce_offer_k4, 4096, 32768, H100_LIMIT, false, 0}, /* streamed, but L1 keeps it */
+      {&reduce_offer_k4, 4096, 32768, H100_LIMIT, true, 8192u * 16u},
+      {&reduce_offer_k4, 66, 16385, H100_LIMIT, false, 0},
+      {&reduce_offer_k4, 66, 16385, H100_LIMIT, true, 4097u * 16u},
+      {&reduce_offer, 1024, 65536, 15, false, 0},
+      {&backward_offer, 64, 65536, H100_LIMIT, true, 0},             /* keeps nothing */
+      {&layernorm_offer_no_stream, 512, 65536, H100_LIMIT, true, 0}, /* the long-row build */
+      {&reduce_offer, 4096, 32768, H100_LIMIT, true, 0}, /* cached by the long-row build */
+      {&reduce_offer, 65536, 128, H100_LIMIT, true, 0},  /* warp build */
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
     const fp_rows_plan p = plan_for(FP_ROWS_POLICY_TUNED, cases[k].b, cases[k].M, cases[k].N, 8);
-    const uint64_t bytes = fp_cuda_stream_smem_bytes(cases[k].b, &p, cases[k].N, cases[k].limit);
+    const uint64_t bytes =
+        fp_cuda_stream_smem_bytes(cases[k].b, &p, cases[k].N, cases[k].limit, cases[k].any_length);
     if (bytes != cases[k].bytes)
-      fail_msg("M=%lld N=%lld (build %d) limit %llu: %llu bytes kept, expected %llu",
+      fail_msg("M=%lld N=%lld (build %d) limit %llu%s: %llu bytes kept, expected %llu",
                (long long)cases[k].M, (long long)cases[k].N, (int)p.build,
-               (unsigned long long)cases[k].limit, (unsigned long long)bytes,
-               (unsigned long long)cases[k].bytes);
+               (unsigned long long)cases[k].limit, cases[k].any_length ? " any length" : "",
+               (unsigned long long)bytes, (unsigned long long)cases[k].bytes);
     assert_true(bytes <= cases[k].limit);
     if (bytes > 0)
       assert_int_equal(p.build, FP_ROWS_STREAM);

@@ -39,7 +39,7 @@ typedef struct cuda_state {
   bool elem_lean;                   /* FUSEPORT_CUDA_ELEM_BUILDS: launch lean builds */
   unsigned rows_block_cap;          /* FUSEPORT_CUDA_ROWS_BLOCK_CAP; 0: none */
   bool row_stage;                   /* FUSEPORT_CUDA_ROW_STAGE (default on) */
-  bool stream_smem;                 /* FUSEPORT_CUDA_STREAM_SMEM (default on) */
+  int stream_smem;                  /* FUSEPORT_CUDA_STREAM_SMEM: 0 off, 1 (default), 2 all */
   size_t smem_optin;                /* sharedMemPerBlockOptin */
   /* the long-row builds' stage: the most dynamic shared memory each may
    * have (smem_optin less its static shared memory; 0: not asked yet), to
@@ -235,17 +235,21 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
     s->row_stage = stage[0] == '1';
   }
   /* A timing knob: 0 turns off the streaming builds' rows in shared memory
-   * (cuda_plan.h), 1 or unset keeps them. */
+   * (cuda_plan.h), 1 or unset keeps them where they were measured faster,
+   * all keeps every row those builds get. */
   const char *stream_smem = getenv("FUSEPORT_CUDA_STREAM_SMEM");
-  s->stream_smem = true;
+  s->stream_smem = 1;
   if (stream_smem != NULL && *stream_smem != '\0') {
-    if (strcmp(stream_smem, "0") != 0 && strcmp(stream_smem, "1") != 0) {
+    if (strcmp(stream_smem, "0") == 0 || strcmp(stream_smem, "1") == 0) {
+      s->stream_smem = stream_smem[0] - '0';
+    } else if (strcmp(stream_smem, "all") == 0) {
+      s->stream_smem = 2;
+    } else {
       free(s);
       return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
-                          "FUSEPORT_CUDA_STREAM_SMEM='%s': expected 1 (the default) or 0",
+                          "FUSEPORT_CUDA_STREAM_SMEM='%s': expected 1 (the default), 0 or all",
                           stream_smem);
     }
-    s->stream_smem = stream_smem[0] == '1';
   }
   s->smem_optin = prop.sharedMemPerBlockOptin;
   const char *elem_grid = getenv("FUSEPORT_CUDA_ELEM_GRID");
@@ -741,7 +745,7 @@ static fp_status plan_stream_smem(fp_context *ctx, fp_kernel_id id, const void *
                                   const fp_rows_plan *plan, int64_t N, size_t *shared_bytes,
                                   bool *attribute_set) {
   cuda_state *s = state_of(ctx);
-  if (!s->stream_smem || !s->tuning[id].offer.stream_smem_row)
+  if (s->stream_smem == 0 || s->tuning[id].offer.stream_smem_min_n <= 0)
     return FP_OK;
   if (s->stream_smem_limit[id] == 0) {
     const char *name = fp_kernel_name(id);
@@ -759,8 +763,8 @@ static fp_status plan_stream_smem(fp_context *ctx, fp_kernel_id id, const void *
                        name, limit);
     s->stream_smem_limit[id] = limit;
   }
-  *shared_bytes = (size_t)fp_cuda_stream_smem_bytes(&s->tuning[id].offer, plan, N,
-                                                    (uint64_t)s->stream_smem_limit[id]);
+  *shared_bytes = (size_t)fp_cuda_stream_smem_bytes(
+      &s->tuning[id].offer, plan, N, (uint64_t)s->stream_smem_limit[id], s->stream_smem == 2);
   *attribute_set = *shared_bytes > 0;
   return FP_OK;
 }

@@ -1257,12 +1257,13 @@ inline fp_cuda_tuning rows_tuning(const void *long_rows, const void *warp_short,
 }
 
 /* A ROWS kernel's tuning entry with its streaming build added, which keeps
- * its input row in shared memory if smem_row (SmemRow). */
-inline fp_cuda_tuning with_stream_build(fp_cuda_tuning t, const void *stream, bool smem_row) {
+ * its input rows of at least smem_min_n floats in shared memory (SmemRow;
+ * 0: none). */
+inline fp_cuda_tuning with_stream_build(fp_cuda_tuning t, const void *stream, int smem_min_n) {
   t.builds[FP_ROWS_STREAM] = stream;
   t.names[FP_ROWS_STREAM] = " (streaming build)";
   t.offer.has[FP_ROWS_STREAM] = stream != nullptr;
-  t.offer.stream_smem_row = stream != nullptr && smem_row;
+  t.offer.stream_smem_min_n = stream != nullptr ? smem_min_n : 0;
   return t;
 }
 

@@ -232,16 +232,10 @@ uint64_t fp_cuda_stage_bytes(const fp_rows_builds *b, const fp_rows_plan *plan, 
   return (uint64_t)b->stage_rows * (uint64_t)b->long_vectors * 16u * plan->block;
 }
 
-/* Rows of up to 32768 floats (128 KiB) mostly stay in L1 between the
- * streaming build's passes, and gained nothing in shared memory: on an H100
- * (2026-11-25, three alternating rounds, docs/results/2026-11-25-h100-smem/)
- * 0.98-1.02x for layernorm and double_softmax at 256-4096 x 32768, against
- * 1.06-1.19x for softmax, layernorm and norm_chain at N = 65536. */
-enum { STREAM_SMEM_MIN_N = 32769 };
-
 uint64_t fp_cuda_stream_smem_bytes(const fp_rows_builds *b, const fp_rows_plan *plan, int64_t N,
-                                   uint64_t limit) {
-  if (plan->build != FP_ROWS_STREAM || !b->stream_smem_row || N < STREAM_SMEM_MIN_N)
+                                   uint64_t limit, bool any_length) {
+  if (plan->build != FP_ROWS_STREAM || b->stream_smem_min_n <= 0 || N <= 0 ||
+      (!any_length && N < b->stream_smem_min_n))
     return 0;
   /* a row's split has at most ceil(N/4) float4 (N/4 for an aligned row) */
   const uint64_t row_vectors = (uint64_t)(N + 3) / 4;

@@ -55,8 +55,9 @@ typedef struct fp_rows_builds {
                                 the most threads of its blocks of one round of two float4
                                 per thread for many rows of 1025..4096 floats (0: the
                                 host's block) */
-  bool stream_smem_row;      /* STREAM keeps its input row in dynamic shared memory for its
-                                later passes (SmemRow in cuda_kernels.h) */
+  int32_t stream_smem_min_n; /* STREAM keeps its input rows of at least this many floats
+                                in dynamic shared memory for its later passes (SmemRow in
+                                cuda_kernels.h), 0: none */
 } fp_rows_builds;
 
 typedef struct fp_rows_plan {
@@ -108,14 +109,14 @@ bool fp_cuda_plan_stage(fp_rows_plan *plan, int resident_with_stage, int residen
 /* ---- rows in shared memory (STREAM) ------------------------------------------
  * The streaming build can keep its input row in dynamic shared memory
  * during a row's first pass and read it from there in the later ones
- * (SmemRow in cuda_kernels.h). It is given that memory for rows of more
- * than 32768 floats, which L1 cannot keep for the reread: the row's
- * ceil(N/4) float4, or the most the kernel may have (limit: the device's
- * opt-in maximum less the kernel's static shared memory) rounded down to
- * whole float4. 0 for shorter rows, other builds, a kernel that keeps
- * nothing, or a limit below one float4. */
+ * (SmemRow in cuda_kernels.h). It is given that memory for rows of at
+ * least stream_smem_min_n floats (any row the build gets if any_length, a
+ * timing knob): the row's ceil(N/4) float4, or the most the kernel may
+ * have (limit: the device's opt-in maximum less the kernel's static shared
+ * memory) rounded down to whole float4. 0 for shorter rows, other builds, a
+ * kernel that keeps nothing, or a limit below one float4. */
 uint64_t fp_cuda_stream_smem_bytes(const fp_rows_builds *builds, const fp_rows_plan *plan,
-                                   int64_t N, uint64_t limit);
+                                   int64_t N, uint64_t limit, bool any_length);
 
 /* FUSEPORT_CUDA_ROW_BUILDS: "tuned" or unset (the default), "block". NULL
  * and anything else give the default; *unknown is set for anything else. */

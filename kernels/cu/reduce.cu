@@ -727,7 +727,9 @@ __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, co
  *               register cache (K = 1, for rows it is never launched on), so
  *               its passes keep more loads in flight (kStreamU1/U2) within
  *               64 registers without the spills that cost the caching
- *               builds' cached rows 3-23% when they did so.
+ *               builds' cached rows 3-23% when they did so; rows longer
+ *               than L1 keeps (kStreamSmemMinN) it keeps in shared memory
+ *               for its later passes, up to 227 KiB (SmemRow).
  * Registers: caps chosen so that ptxas spills nothing or a few words (to
  * L1) on sm_90.
  * Warp builds need no shared memory and no barriers: a block of 32-thread
@@ -799,9 +801,21 @@ extern "C" void fp_cuda_register_reduce(const void *table[FPK_COUNT]) {
   table[FPK_norm_chain_fused] = reinterpret_cast<const void *>(&norm_chain_fused);
 }
 
+/* The rows the streaming builds keep in shared memory (SmemRow; the
+ * backend's fp_cuda_stream_smem_bytes): those of more than 32768 floats,
+ * which L1 does not keep between passes. Shorter ones gained nothing: on an
+ * H100 (2026-11-25, three alternating rounds, FUSEPORT_CUDA_STREAM_SMEM=0
+ * and 1, docs/results/2026-11-25-h100-smem/) 0.98-1.02x for layernorm and
+ * double_softmax at 256-4096 x 32768, against 1.11-1.14x for softmax,
+ * 1.12-1.19x for norm_chain, 1.06-1.12x for layernorm and 1.02-1.11x for
+ * double_softmax at N = 65536, and 1.02-1.15x for the first three at
+ * N = 36864-57344. softmax_backward keeps none (its comment says why). */
+constexpr int kStreamSmemMinN = 32769;
+
 /* The builds of each kernel, where its M and N are, its long-row build's
- * cache depth (LONG_K of FPCU_ROW_KERNEL above: must match) and the row
- * arrays that build stages (kStage*, shared with its row loop).
+ * cache depth (LONG_K of FPCU_ROW_KERNEL above: must match), the row
+ * arrays that build stages (kStage*, shared with its row loop) and the
+ * shortest row its streaming build keeps in shared memory (0: none).
  * Only double_softmax stages: timed on an H100 (2026-11-23, stage off /
  * on, docs/PERF.md), its long-row build took 0.83-0.88 of the time at
  * N = 16384 (one 1024-thread block per SM, three reductions per row) and
@@ -809,22 +823,25 @@ extern "C" void fp_cuda_register_reduce(const void *table[FPK_COUNT]) {
  * wherever they staged (little work between a row's load and store, and
  * a persistent grid of one wave against the hardware's block scheduling),
  * and the stage code alone cost layernorm and norm_chain registers. */
-#define FPCU_ROW_BUILDS(kernel, arg_m, arg_n, long_k, stage_rows, smem_row)                        \
+#define FPCU_ROW_BUILDS(kernel, arg_m, arg_n, long_k, stage_rows, smem_min_n)                      \
   with_stream_build(rows_tuning(reinterpret_cast<const void *>(&kernel##_long_rows),               \
                                 reinterpret_cast<const void *>(&kernel##_warp_short), nullptr,     \
                                 reinterpret_cast<const void *>(&kernel##_cluster), arg_m, arg_n,   \
                                 2, 0, 4, long_k, 0, stage_rows),                                   \
-                    reinterpret_cast<const void *>(&kernel##_stream), smem_row)
+                    reinterpret_cast<const void *>(&kernel##_stream), smem_min_n)
 
 extern "C" void fp_cuda_register_tuning_reduce(fp_cuda_tuning table[FPK_COUNT]) {
-  table[FPK_softmax_fused] = FPCU_ROW_BUILDS(softmax_fused, 2, 3, 8, kStageSoftmax, true);
+  table[FPK_softmax_fused] =
+      FPCU_ROW_BUILDS(softmax_fused, 2, 3, 8, kStageSoftmax, kStreamSmemMinN);
   table[FPK_double_softmax_fused] =
-      FPCU_ROW_BUILDS(double_softmax_fused, 2, 3, 4, kStageDoubleSoftmax, true);
+      FPCU_ROW_BUILDS(double_softmax_fused, 2, 3, 4, kStageDoubleSoftmax, kStreamSmemMinN);
   table[FPK_softmax_backward_fused] =
-      FPCU_ROW_BUILDS(softmax_backward_fused, 3, 4, 4, kStageSoftmaxBackward, false);
+      FPCU_ROW_BUILDS(softmax_backward_fused, 3, 4, 4, kStageSoftmaxBackward, 0);
   /* two input rows: a cluster reads them once where a block would stream
    * both twice (cuda_plan.c) */
   table[FPK_softmax_backward_fused].offer.cluster_many_rows = true;
-  table[FPK_layernorm_fused] = FPCU_ROW_BUILDS(layernorm_fused, 6, 7, 4, kStageLayerNorm, true);
-  table[FPK_norm_chain_fused] = FPCU_ROW_BUILDS(norm_chain_fused, 2, 3, 8, kStageNormChain, true);
+  table[FPK_layernorm_fused] =
+      FPCU_ROW_BUILDS(layernorm_fused, 6, 7, 4, kStageLayerNorm, kStreamSmemMinN);
+  table[FPK_norm_chain_fused] =
+      FPCU_ROW_BUILDS(norm_chain_fused, 2, 3, 8, kStageNormChain, kStreamSmemMinN);
 }

@@ -204,7 +204,7 @@ std::vector<Case> cases(bool caches_row, int warp_short_n, int warp_n,
      * the backend gives them (ceil(N/4) float4), and the first 1000 or 1
      * of 5000 vectors; three rows on two blocks, so that block 0 keeps a
      * second row over its first */
-    if (has_long && long_offer->has[FP_ROWS_STREAM] && long_offer->stream_smem_row) {
+    if (has_long && long_offer->has[FP_ROWS_STREAM] && long_offer->stream_smem_min_n > 0) {
       const struct {
         long long N;
         size_t vectors;
