@@ -28,7 +28,11 @@ enum {
    * outgrow the L2, whose hits make a second streamed read cheap
    * (softmax_backward on an H100 in a cluster per row: 128 x 32768, 2^22
    * floats, 26.2 -> 28.2 us; 128 x 65536, 2^23, 54.0 -> 49.8) */
-  CLUSTER_MANY_MIN_FLOATS = 1 << 23
+  CLUSTER_MANY_MIN_FLOATS = 1 << 23,
+  /* the streaming build in blocks of STREAM_HALF_BLOCK for rows of up to
+   * STREAM_HALF_MAX_N floats (below) */
+  STREAM_HALF_MAX_N = 24576,
+  STREAM_HALF_BLOCK = 512
 };
 /* as the host's fp_rows_range: rows beyond it loop inside the kernels */
 static const int64_t row_groups_cap = (int64_t)1 << 20;
@@ -63,8 +67,10 @@ static uint32_t pow2_ceil(int64_t v) {
  *     thread of the host's block (the registered build's cache), else the
  *     registered build; but STREAM in the host's geometry, where the kernel
  *     has it, for rows longer than LONG_ROWS' cache in the host's block
- *     (long_vectors float4 per thread); LONG_ROWS in the smallest block that caches the
- *     row, except for at most two rows per SM of 1025..4096 floats and a
+ *     (long_vectors float4 per thread), in blocks of 512 for at least two
+ *     rows per SM of at most 24576 floats; LONG_ROWS in the smallest block
+ *     that caches the row, except for at most two rows per SM of
+ *     1025..4096 floats and a
  *     build that does not stage: pow2_ceil(ceil(N/4)) threads, at most
  *     512; and at least four rows per SM of 1025..4096 floats in a
  *     streaming registered build (no LONG_ROWS) that offers a
@@ -156,6 +162,16 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
   if (tuned && long_rows && b->has[FP_ROWS_STREAM] && b->long_vectors > 0 &&
       N > 4 * (int64_t)b->long_vectors * host_block) {
     plan.build = FP_ROWS_STREAM;
+    /* Rows short enough that two of them stay in L1 between passes, at
+     * least two per SM: blocks of half the threads, two resident per SM,
+     * so that one block's loads overlap the other's reductions. Measured
+     * on an H100 (2026-11-25, three alternating rounds, blocks capped at
+     * 512 against 1024, docs/results/2026-11-25-h100-smem/r30-block512/):
+     * double_softmax 1024 x 20480 104.9 -> 78.7 us, 4096 x 24576 401 -> 344;
+     * layernorm 87.8 -> 77.2 and 380 -> 337; at N = 32768, where two rows
+     * outgrow L1, 4096 rows lost 11-14% (double_softmax 467 -> 522). */
+    if (N <= STREAM_HALF_MAX_N && rows >= 2 * (int64_t)sm_count && host_block > STREAM_HALF_BLOCK)
+      plan.block = STREAM_HALF_BLOCK;
     return plan;
   }
   if (long_rows) {
