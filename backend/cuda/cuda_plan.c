@@ -32,7 +32,11 @@ enum {
   /* the streaming build in blocks of STREAM_HALF_BLOCK for rows of up to
    * STREAM_HALF_MAX_N floats (below) */
   STREAM_HALF_MAX_N = 24576,
-  STREAM_HALF_BLOCK = 512
+  STREAM_HALF_BLOCK = 512,
+  /* ... and, for a kernel that offers stream_half_long, for rows the
+   * long-row build caches only in blocks of 1024, given at least this many
+   * rows per SM (below) */
+  STREAM_HALF_MIN_ROWS_PER_SM = 3
 };
 /* as the host's fp_rows_range: rows beyond it loop inside the kernels */
 static const int64_t row_groups_cap = (int64_t)1 << 20;
@@ -68,7 +72,9 @@ static uint32_t pow2_ceil(int64_t v) {
  *     registered build; but STREAM in the host's geometry, where the kernel
  *     has it, for rows longer than LONG_ROWS' cache in the host's block
  *     (long_vectors float4 per thread), in blocks of 512 for at least two
- *     rows per SM of at most 24576 floats; LONG_ROWS in the smallest block
+ *     rows per SM of at most 24576 floats; STREAM in blocks of 512 also
+ *     for at least three rows per SM that LONG_ROWS caches only in blocks
+ *     of 1024, where the offer says stream_half_long; LONG_ROWS in the smallest block
  *     that caches the row, except for at most two rows per SM of
  *     1025..4096 floats and a
  *     build that does not stage: pow2_ceil(ceil(N/4)) threads, at most
@@ -157,6 +163,22 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
     }
   }
   const bool long_rows = b->has[FP_ROWS_LONG] && N / 4 > 2 * (int64_t)host_block;
+  /* Many rows that the long-row build caches only in blocks of 1024 (one
+   * per SM, the memory idle through its reductions), for a kernel whose
+   * offer says so: the streaming build in blocks of 512, two per SM, which
+   * reread the row from L1. Measured on an H100 (2026-11-25, three
+   * alternating rounds, docs/results/2026-11-25-h100-smem/r32-mid-rows/):
+   * layernorm 8192 x 10240 313 -> 270 us, 512-16384 x 16384 1.02-1.08x,
+   * but 300 x 16384 27.0 -> 29.0; double_softmax (whose long-row build
+   * stages the next row) and softmax_backward lost 5-26%. */
+  if (tuned && long_rows && b->stream_half_long && b->has[FP_ROWS_STREAM] && b->long_vectors > 0 &&
+      host_block > STREAM_HALF_BLOCK && rows >= STREAM_HALF_MIN_ROWS_PER_SM * (int64_t)sm_count &&
+      N > 4 * (int64_t)b->long_vectors * STREAM_HALF_BLOCK &&
+      N <= 4 * (int64_t)b->long_vectors * host_block) {
+    plan.build = FP_ROWS_STREAM;
+    plan.block = STREAM_HALF_BLOCK;
+    return plan;
+  }
   /* Rows longer than the long-row build's cache in the host's block, which
    * it would stream: the streaming build, in the same geometry. */
   if (tuned && long_rows && b->has[FP_ROWS_STREAM] && b->long_vectors > 0 &&

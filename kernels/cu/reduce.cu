@@ -842,6 +842,9 @@ extern "C" void fp_cuda_register_tuning_reduce(fp_cuda_tuning table[FPK_COUNT]) 
   table[FPK_softmax_backward_fused].offer.cluster_many_rows = true;
   table[FPK_layernorm_fused] =
       FPCU_ROW_BUILDS(layernorm_fused, 6, 7, 4, kStageLayerNorm, kStreamSmemMinN);
+  /* many rows of 8193..16384 floats: the streaming build in blocks of 512
+   * rather than the long-row build in blocks of 1024 (cuda_plan.c) */
+  table[FPK_layernorm_fused].offer.stream_half_long = true;
   table[FPK_norm_chain_fused] =
       FPCU_ROW_BUILDS(norm_chain_fused, 2, 3, 8, kStageNormChain, kStreamSmemMinN);
 }
