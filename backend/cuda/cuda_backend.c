@@ -681,6 +681,26 @@ static bool elem_operands(fp_kernel_id id, const fp_karg *args, int nargs, int64
   }
 }
 
+/* Lets a build of a kernel have all the dynamic shared memory the device
+ * allows a block beside its static shared memory, and stores that limit in
+ * *limit (at least 1, so that 0 can mean "not asked yet"). */
+static fp_status opt_in_dynamic_smem(fp_context *ctx, const void *kernel, const char *name,
+                                     const char *build, size_t *limit) {
+  const cuda_state *s = state_of(ctx);
+  struct cudaFuncAttributes attr;
+  cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
+  if (err != cudaSuccess)
+    return cuda_fail(ctx, err, "cudaFuncGetAttributes(%s (%s))", name, build);
+  const size_t bytes =
+      attr.sharedSizeBytes < s->smem_optin ? s->smem_optin - attr.sharedSizeBytes : 1;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+  if (err != cudaSuccess)
+    return cuda_fail(ctx, err, "cudaFuncSetAttribute(%s (%s), max dynamic shared memory %zu bytes)",
+                     name, build, bytes);
+  *limit = bytes;
+  return FP_OK;
+}
+
 /* Whether a LONG_ROWS plan of kernel id stages its next row (cuda_plan.h),
  * and if so its dynamic shared memory and persistent grid: *shared_bytes
  * and plan->grid. The occupancy answers are cached per kernel and block
@@ -701,19 +721,9 @@ static fp_status plan_stage(fp_context *ctx, fp_kernel_id id, const void *kernel
   unsigned char *resident = s->stage_resident[id][log2_block];
   cudaError_t err;
   if (s->stage_limit[id] == 0) {
-    struct cudaFuncAttributes attr;
-    err = cudaFuncGetAttributes(&attr, kernel);
-    if (err != cudaSuccess)
-      return cuda_fail(ctx, err, "cudaFuncGetAttributes(%s (long-row build))", name);
-    const size_t limit =
-        attr.sharedSizeBytes < s->smem_optin ? s->smem_optin - attr.sharedSizeBytes : 1;
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)limit);
-    if (err != cudaSuccess)
-      return cuda_fail(ctx, err,
-                       "cudaFuncSetAttribute(%s (long-row build), max dynamic shared "
-                       "memory %zu bytes)",
-                       name, limit);
-    s->stage_limit[id] = limit;
+    fp_status st = opt_in_dynamic_smem(ctx, kernel, name, "long-row build", &s->stage_limit[id]);
+    if (st != FP_OK)
+      return st;
   }
   if (bytes > s->stage_limit[id])
     return FP_OK;
@@ -748,20 +758,10 @@ static fp_status plan_stream_smem(fp_context *ctx, fp_kernel_id id, const void *
   if (s->stream_smem == 0 || s->tuning[id].offer.stream_smem_min_n <= 0)
     return FP_OK;
   if (s->stream_smem_limit[id] == 0) {
-    const char *name = fp_kernel_name(id);
-    struct cudaFuncAttributes attr;
-    cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
-    if (err != cudaSuccess)
-      return cuda_fail(ctx, err, "cudaFuncGetAttributes(%s (streaming build))", name);
-    const size_t limit =
-        attr.sharedSizeBytes < s->smem_optin ? s->smem_optin - attr.sharedSizeBytes : 1;
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)limit);
-    if (err != cudaSuccess)
-      return cuda_fail(ctx, err,
-                       "cudaFuncSetAttribute(%s (streaming build), max dynamic shared memory "
-                       "%zu bytes)",
-                       name, limit);
-    s->stream_smem_limit[id] = limit;
+    fp_status st = opt_in_dynamic_smem(ctx, kernel, fp_kernel_name(id), "streaming build",
+                                       &s->stream_smem_limit[id]);
+    if (st != FP_OK)
+      return st;
   }
   *shared_bytes = (size_t)fp_cuda_stream_smem_bytes(
       &s->tuning[id].offer, plan, N, (uint64_t)s->stream_smem_limit[id], s->stream_smem == 2);
