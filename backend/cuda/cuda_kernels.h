@@ -878,6 +878,10 @@ template <bool kOn> struct SmemRow {
     }
     return global(v);
   }
+  /* the same for a row whose vectors load with ldg4 from body */
+  __device__ __forceinline__ float4 load(long long v, const float *body) const {
+    return load(v, [=](long long u) { return ldg4(body + 4 * u); });
+  }
 };
 
 /* Streams a row through the block with U vector loads in flight per thread:

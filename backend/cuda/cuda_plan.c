@@ -74,13 +74,13 @@ static uint32_t pow2_ceil(int64_t v) {
  *     (long_vectors float4 per thread), in blocks of 512 for at least two
  *     rows per SM of at most 24576 floats; STREAM in blocks of 512 also
  *     for at least three rows per SM that LONG_ROWS caches only in blocks
- *     of 1024, where the offer says stream_half_long; LONG_ROWS in the smallest block
- *     that caches the row, except for at most two rows per SM of
- *     1025..4096 floats and a
- *     build that does not stage: pow2_ceil(ceil(N/4)) threads, at most
- *     512; and at least four rows per SM of 1025..4096 floats in a
- *     streaming registered build (no LONG_ROWS) that offers a
- *     stream_block_cap: pow2_ceil(ceil(N/8)) threads, at most the cap. */
+ *     of 1024, where the offer says stream_half_long; LONG_ROWS in the
+ *     smallest block that caches the row, except for at most two rows per
+ *     SM of 1025..4096 floats and a build that does not stage:
+ *     pow2_ceil(ceil(N/4)) threads, at most 512; and at least four rows
+ *     per SM of 1025..4096 floats in a streaming registered build (no
+ *     LONG_ROWS) that offers a stream_block_cap: pow2_ceil(ceil(N/8))
+ *     threads, at most the cap. */
 fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, int64_t M, int64_t N,
                                uint32_t host_groups, uint32_t host_block, int cc_major,
                                int sm_count) {

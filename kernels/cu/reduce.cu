@@ -228,9 +228,7 @@ __device__ void softmax_row_streamed(float *out_row, const float *x_row, const R
   const float m = t.m, inv = softmax_inv(t);
   const auto f = [=](float v) { return fast_exp(v - m) * inv; };
   const float *x_body = x_row + s.head;
-  const auto load_x = [&](long long v) {
-    return smem.load(v, [&](long long u) { return ldg4(x_body + 4 * u); });
-  };
+  const auto load_x = [&](long long v) { return smem.load(v, x_body); };
   float *out_body = out_row + s.head;
   row_stream<U2, true>(
       s, [&](long long j) { out_row[j] = f(__ldg(x_row + j)); }, load_x,
@@ -271,9 +269,7 @@ __device__ void double_softmax_row_streamed(float *out_row, const float *x_row, 
   const float m = t.m, y_max = softmax_inv(t);
   const auto second_exp = [=](float v) { return fast_exp(fast_exp(v - m) * y_max - y_max); };
   const float *x_body = x_row + s.head;
-  const auto load_x = [&](long long v) {
-    return smem.load(v, [&](long long u) { return ldg4(x_body + 4 * u); });
-  };
+  const auto load_x = [&](long long v) { return smem.load(v, x_body); };
   float sum = 0.0f;
   row_stream<U2, true>(
       s, [&](long long j) { sum += second_exp(__ldg(x_row + j)); }, load_x,
@@ -514,7 +510,7 @@ __device__ void norm_chain_row_streamed(float *out_row, const float *x_row, cons
   float *out_body = out_row + s.head;
   row_stream<U2, true>(
       s, [&](long long j) { out_row[j] = f(__ldg(x_row + j)); },
-      [&](long long v) { return smem.load(v, [&](long long u) { return ldg4(x_body + 4 * u); }); },
+      [&](long long v) { return smem.load(v, x_body); },
       [&](long long v, float4 x) { st4_any(out_body + 4 * v, map4(x, f), out_vec); });
 }
 
@@ -621,7 +617,8 @@ __device__ __forceinline__ void double_softmax_rows(const Team &team, float *out
 }
 
 /* Staged (kStageSoftmaxBackward = 2): y, and g where it shares y's split
- * (g_vec), as it is cached. */
+ * (g_vec), as it is cached. kSmem is not used: its streamed rows stay out of
+ * shared memory (softmax_backward_row_streamed says why). */
 template <int kMaxK, int kU1 = 2, int kU2 = 2, bool kSmem = false, class Team>
 __device__ __forceinline__ void softmax_backward_rows(const Team &team, float *grad_in,
                                                       const float *grad_out, const float *y,
