@@ -268,7 +268,8 @@ static void test_long_row_blocks(void **state) {
 /* Rows the long-row build's cache cannot hold in the host's block (more
  * than 4 x long_vectors x 1024 floats for N >= 16384): the streaming build
  * in the host's geometry under the tuned policy (sm_80 too), but blocks of
- * 512 for at least two rows per SM of at most 24576 floats; the long-row
+ * 512 for at least two rows per SM of at most 24576 floats and for more
+ * rows than SMs, under two per SM, of at most 32768; the long-row
  * build under the block policy; rows it holds, and kernels without a
  * streaming build, keep the long-row build. */
 static void test_stream_build(void **state) {
@@ -286,7 +287,12 @@ static void test_stream_build(void **state) {
       {&reduce_offer_k4, 4096, 24577, FP_ROWS_STREAM, 0},
       {&reduce_offer_k4, 4096, 24576, FP_ROWS_STREAM, 512},
       {&reduce_offer_k4, 264, 16385, FP_ROWS_STREAM, 512},
-      {&reduce_offer_k4, 263, 20480, FP_ROWS_STREAM, 0}, /* under two rows per SM */
+      /* more rows than SMs, under two per SM, up to 32768 floats: one wave */
+      {&reduce_offer_k4, 263, 20480, FP_ROWS_STREAM, 512},
+      {&reduce_offer_k4, 133, 32768, FP_ROWS_STREAM, 512},
+      {&reduce_offer_k4, 132, 32768, FP_ROWS_STREAM, 0},
+      {&reduce_offer_k4, 263, 32769, FP_ROWS_STREAM, 0},
+      {&reduce_offer_k4, 264, 32768, FP_ROWS_STREAM, 0},
       {&reduce_offer_k4, 66, 16385, FP_ROWS_STREAM, 0},
       {&reduce_offer_k4, 66, 16384, FP_ROWS_LONG, 0},
       {&layernorm_offer, 1, 262144, FP_ROWS_STREAM, 0},

@@ -33,6 +33,9 @@ enum {
    * STREAM_HALF_MAX_N floats (below) */
   STREAM_HALF_MAX_N = 24576,
   STREAM_HALF_BLOCK = 512,
+  /* ... and for more rows than SMs but under two per SM of up to this
+   * many floats (below) */
+  STREAM_ONE_WAVE_MAX_N = 32768,
   /* ... and, for a kernel that offers stream_half_long, for rows the
    * long-row build caches only in blocks of 1024, given at least this many
    * rows per SM (below) */
@@ -192,7 +195,17 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
      * double_softmax 1024 x 20480 104.9 -> 78.7 us, 4096 x 24576 401 -> 344;
      * layernorm 87.8 -> 77.2 and 380 -> 337; at N = 32768, where two rows
      * outgrow L1, 4096 rows lost 11-14% (double_softmax 467 -> 522). */
-    if (N <= STREAM_HALF_MAX_N && rows >= 2 * (int64_t)sm_count && host_block > STREAM_HALF_BLOCK)
+    const bool two_per_sm = N <= STREAM_HALF_MAX_N && rows >= 2 * (int64_t)sm_count;
+    /* More rows than SMs but not two per SM, of up to 32768 floats (none
+     * kept in shared memory): blocks of 512 run them all in one wave, where
+     * blocks of 1024 took two, the second with part of the GPU idle
+     * (r35-one-wave/, three rounds against the host's block: double_softmax
+     * 1.13-1.31x and layernorm 1.06-1.30x at 140-263 rows of 16385-32768,
+     * layernorm 140 x 32768 31.0 -> 24.4 us; double_softmax 256 x 32768
+     * 1.00x). */
+    const bool one_wave =
+        N <= STREAM_ONE_WAVE_MAX_N && rows > (int64_t)sm_count && rows < 2 * (int64_t)sm_count;
+    if ((two_per_sm || one_wave) && host_block > STREAM_HALF_BLOCK)
       plan.block = STREAM_HALF_BLOCK;
     return plan;
   }
