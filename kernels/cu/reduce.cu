@@ -42,9 +42,9 @@ namespace {
  * arguments give 0 either way, but for denormals); measured max_rel 6e-7
  * for softmax, 2e-7 for double_softmax (H100, `fuseport check`, 30 seeds).
  * Used where rows are streamed, which their exps bound rather than their
- * memory: double_softmax evaluates five per element there (three passes),
- * and took 0.93-0.94 of its time with them (4096 x 32768 564 -> 527 us,
- * 2048 x 65536 565 -> 531, 1024 x 65536 299 -> 278; H100, 2026-11-24,
+ * memory: double_softmax evaluated five per element there (three passes;
+ * three exps and two passes since its power sums, below), and took 0.93-0.94 of its time with them
+ * (4096 x 32768 564 -> 527 us, 2048 x 65536 565 -> 531, 1024 x 65536 299 -> 278; H100, 2026-11-24,
  * three alternating rounds, docs/results/2026-11-24-h100-fastexp/),
  * softmax 0.99 (2048 x 65536 465 -> 459). The cached rows, memory-bound,
  * keep expf: there it bought nothing (double_softmax 4096 x 16384 200 ->
@@ -123,6 +123,112 @@ __device__ MaxSum row_max_sum(const float *x_row, const RowSplit &s, const Smem 
         online_add4(st, x);
       });
   return block_allreduce(st, max_sum_empty(), CombineMaxSum());
+}
+
+/* ---- the power sums of double_softmax's first softmax ----------------------
+ *
+ * A streamed double_softmax row's first pass also gathers the power sums
+ * p_k = sum_j e_j^k, k = 1..3, of e_j = exp(x_j - m) (p_1 is MaxSum's s).
+ * With y = 1/p_1, the first softmax is s_j = e_j * y, in [0, y], and the
+ * second one's sum follows without another read of the row:
+ *   S = sum_j exp(s_j) = N + y p_1 + y^2 p_2/2 + y^3 p_3/6 + R,
+ * every term positive (no cancellation), and the remainder
+ *   R = sum_j sum_{k>=4} s_j^k/k! <= sum_j s_j^4 e/4! <= e y^3/24,
+ * as s_j <= y <= 1 and sum_j s_j = 1. Against S >= N that is a relative
+ * error of at most e y^3/(24 N): the series is used where that is under
+ * 2^-24 (half a float's ulp; y <= 0.26 at N = 32768, i.e. p_1 >= 3.9, and
+ * a row of random values has p_1 in the hundreds), and the row otherwise
+ * takes a second read that sums exp(s_j - y) directly, as does a row whose
+ * softmax is NaN (y NaN fails the test). Two reads and three exps per
+ * element instead of three reads and five: on an H100 (2026-11-25, three
+ * alternating rounds, docs/results/2026-11-25-h100-series/) 1.12-1.26x on
+ * every streamed cell of N >= 20001 (4096 x 32768 468 -> 410 us, bw 0.80
+ * -> 0.92; 8192 x 65536 1820 -> 1619; 256 x 65536 70.6 -> 58.5). Four
+ * floats: the size of a block reduction's slot (kMaxReduceBytes). */
+struct MaxPowers {
+  float m, p1, p2, p3;
+};
+
+struct CombineMaxPowers {
+  __device__ __forceinline__ MaxPowers operator()(MaxPowers a, MaxPowers b) const {
+    MaxPowers r;
+    r.m = fp_maximum(a.m, b.m);
+    /* as CombineMaxSum: a partial whose max is the overall one keeps its sums */
+    const float fa = a.m == r.m ? 1.0f : expf(a.m - r.m);
+    const float fb = b.m == r.m ? 1.0f : expf(b.m - r.m);
+    const float fa2 = fa * fa, fb2 = fb * fb;
+    r.p1 = a.p1 * fa + b.p1 * fb;
+    r.p2 = a.p2 * fa2 + b.p2 * fb2;
+    r.p3 = a.p3 * (fa2 * fa) + b.p3 * (fb2 * fb);
+    return r;
+  }
+};
+
+__device__ __forceinline__ MaxPowers max_powers_empty() {
+  MaxPowers e;
+  e.m = -CUDART_INF_F;
+  e.p1 = e.p2 = e.p3 = 0.0f;
+  return e;
+}
+
+/* Moves the running max to m (>= st.m, or NaN): p_k scales by r^k. */
+__device__ __forceinline__ void powers_rescale(MaxPowers &st, float m) {
+  if (m != st.m) {
+    const float r = fast_exp(st.m - m), r2 = r * r;
+    st.p1 *= r;
+    st.p2 *= r2;
+    st.p3 *= r2 * r;
+    st.m = m;
+  }
+}
+
+__device__ __forceinline__ void powers_add(MaxPowers &st, float x) {
+  powers_rescale(st, fp_maximum(st.m, x));
+  if (st.m != -CUDART_INF_F) {
+    const float e = fast_exp(x - st.m), e2 = e * e;
+    st.p1 += e;
+    st.p2 += e2;
+    st.p3 += e2 * e;
+  }
+}
+
+__device__ __forceinline__ void powers_add4(MaxPowers &st, float4 x) {
+  powers_rescale(st, fp_maximum(st.m, fp_maximum(fp_maximum(x.x, x.y), fp_maximum(x.z, x.w))));
+  if (st.m != -CUDART_INF_F) {
+    const float4 e = make_float4(fast_exp(x.x - st.m), fast_exp(x.y - st.m), fast_exp(x.z - st.m),
+                                 fast_exp(x.w - st.m));
+    const float4 e2 = make_float4(e.x * e.x, e.y * e.y, e.z * e.z, e.w * e.w);
+    st.p1 += (e.x + e.y) + (e.z + e.w);
+    st.p2 += (e2.x + e2.y) + (e2.z + e2.w);
+    st.p3 += (e2.x * e.x + e2.y * e.y) + (e2.z * e.z + e2.w * e.w);
+  }
+}
+
+/* (max, power sums) of a row in one streamed read, as row_max_sum. */
+template <int U, class Smem>
+__device__ MaxPowers row_max_powers(const float *x_row, const RowSplit &s, const Smem &smem) {
+  MaxPowers st = max_powers_empty();
+  const float *body = x_row + s.head;
+  row_stream<U>(
+      s, [&](long long j) { powers_add(st, __ldg(x_row + j)); },
+      [&](long long v) { return ldg4(body + 4 * v); },
+      [&](long long v, float4 x) {
+        smem.keep(v, x);
+        powers_add4(st, x);
+      });
+  return block_allreduce(st, max_powers_empty(), CombineMaxPowers());
+}
+
+/* 1/sum_j exp(s_j - y), the second softmax's sum shifted by its max y =
+ * 1/p_1, from the power sums of a row of n values; 0 where the series'
+ * remainder may exceed 2^-24 of the sum, or y is NaN: the caller then sums
+ * the exps itself. */
+__device__ __forceinline__ float second_inv_from_powers(const MaxPowers &t, float y, long long n) {
+  const float y2 = y * y, y3 = y2 * y;
+  if (!(y3 * (2.7182818f / 24.0f) <= (float)n * 0x1p-24f))
+    return 0.0f;
+  const float series = (y3 * t.p3 * (1.0f / 6.0f) + y2 * t.p2 * 0.5f) + y * t.p1;
+  return expf(y) / ((float)n + series); /* 1/(exp(-y) S) */
 }
 
 /* ---- Welford statistics for layernorm --------------------------------------- */
@@ -258,18 +364,42 @@ double_softmax_row_cached(const Team &team, float *out_row, const float *x_row, 
   cache_store(team, c, out_row, p, out_vec);
 }
 
-/* Three streamed reads, alternately forwards and backwards: (max, sum) of x,
- * the sum of the second softmax, then the output; y = softmax(x) is
- * recomputed rather than stored and reread. */
-template <int U1, int U2, bool kSmem>
+/* Two streamed reads where the first softmax's power sums give the second
+ * one's sum (second_inv_from_powers): the statistics of x, then the output,
+ * backwards (the end of the row is the most recently read). Otherwise
+ * three, alternately forwards and backwards: then the second read sums the
+ * second softmax's exps. y = softmax(x) is recomputed rather than stored
+ * and reread. */
+template <int U1, int U2, bool kSmem, bool kSeries>
 __device__ void double_softmax_row_streamed(float *out_row, const float *x_row, const RowSplit &s,
                                             bool out_vec) {
   const SmemRow<kSmem> smem(s.nvec);
-  const MaxSum t = row_max_sum<U1>(x_row, s, smem);
-  const float m = t.m, y_max = softmax_inv(t);
+  MaxPowers t;
+  if constexpr (kSeries) {
+    t = row_max_powers<U1>(x_row, s, smem);
+  } else {
+    const MaxSum ms = row_max_sum<U1>(x_row, s, smem);
+    t = max_powers_empty();
+    t.m = ms.m;
+    t.p1 = ms.s;
+  }
+  MaxSum ms;
+  ms.m = t.m;
+  ms.s = t.p1;
+  const float m = t.m, y_max = softmax_inv(ms);
   const auto second_exp = [=](float v) { return fast_exp(fast_exp(v - m) * y_max - y_max); };
   const float *x_body = x_row + s.head;
   const auto load_x = [&](long long v) { return smem.load(v, x_body); };
+  float *out_body = out_row + s.head;
+  const long long n = s.head + 4 * s.nvec + s.tail;
+  float inv = kSeries ? second_inv_from_powers(t, y_max, n) : 0.0f;
+  if (inv > 0.0f) {
+    const auto f = [=](float v) { return second_exp(v) * inv; };
+    row_stream<U2, true>(
+        s, [&](long long j) { out_row[j] = f(__ldg(x_row + j)); }, load_x,
+        [&](long long v, float4 x) { st4_any(out_body + 4 * v, map4(x, f), out_vec); });
+    return;
+  }
   float sum = 0.0f;
   row_stream<U2, true>(
       s, [&](long long j) { sum += second_exp(__ldg(x_row + j)); }, load_x,
@@ -277,9 +407,8 @@ __device__ void double_softmax_row_streamed(float *out_row, const float *x_row, 
         const float4 e = map4(x, second_exp);
         sum += (e.x + e.y) + (e.z + e.w);
       });
-  const float inv = 1.0f / block_sum(sum);
+  inv = 1.0f / block_sum(sum);
   const auto f = [=](float v) { return second_exp(v) * inv; };
-  float *out_body = out_row + s.head;
   row_stream<U2>(
       s, [&](long long j) { out_row[j] = f(__ldg(x_row + j)); }, load_x,
       [&](long long v, float4 x) { st4_any(out_body + 4 * v, map4(x, f), out_vec); });
@@ -612,7 +741,9 @@ __device__ __forceinline__ void double_softmax_rows(const Team &team, float *out
                                                        next);
       },
       [](float *out_row, const float *x_row, const RowSplit &split, bool out_vec) {
-        double_softmax_row_streamed<kU1, kU2, kSmem>(out_row, x_row, split, out_vec);
+        /* the registered build (K = 2, 32 registers) would spill the power
+         * sums: its streamed rows (none under the tuned plan) take three reads */
+        double_softmax_row_streamed<kU1, kU2, kSmem, kMaxK != 2>(out_row, x_row, split, out_vec);
       });
 }
 

@@ -294,6 +294,58 @@ void test_double_softmax(void **) {
 }
 void test_norm_chain(void **) { test_rows_kernel(FPK_norm_chain_fused, "norm_chain_fused", 0); }
 
+/* double_softmax's streamed rows take the second softmax's sum from the
+ * first one's power sums (second_inv_from_powers in kernels/cu/reduce.cu)
+ * where its series' remainder is under 2^-24 of the sum, i.e. where
+ * y = 1/sum_j exp(x_j - max) is at most y_max = (24 N 2^-24 / e)^(1/3),
+ * and otherwise sum the exps in a second read. Rows here are U(-1, 1) but
+ * for one spike set so that 1/y is 1 (all the weight on the spike), 1/2,
+ * 0.9, 1.1, 2 or 10 times 1/y_max: both sides of the switch, tested to
+ * 1e-6 of each element (float rounding is ~2e-7 here), which the series
+ * misses if it drops its y^2 term (2.7e-6 at 0.9 y_max, N = 1001), or is
+ * used where the remainder is large (1.7e-4 at y = 1, N = 300). The
+ * registered build's streamed rows always take the second read. */
+void test_double_softmax_series(void **) {
+  const fp_rows_builds &offer = kernels().tuning[FPK_double_softmax_fused].offer;
+  const double ratios[] = {0.0, 0.5, 0.9, 1.1, 2.0, 10.0}; /* 1/y over 1/y_max; 0: y = 1 */
+  const long long M = (long long)(sizeof ratios / sizeof ratios[0]);
+  std::vector<Case> all;
+  for (bool mis : {false, true}) {
+    for (long long N : {300LL, 1001LL, 20001LL})
+      all.push_back({FP_ROWS_STREAM, M, N, 2, 64, 1, mis});
+    Case kept = {FP_ROWS_STREAM, M, 1001, 2, 64, 1, mis};
+    kept.stage_bytes = 251 * 16; /* the whole row in shared memory */
+    if (offer.stream_smem_min_n > 0)
+      all.push_back(kept);
+    all.push_back({FP_ROWS_LONG, M, 4097, 2, 64, 1, mis});
+    all.push_back({FP_ROWS_REGISTERED, M, 1001, 2, 64, 1, mis});
+  }
+  for (const Case &c : all) {
+    const std::string what = describe("double_softmax_fused, series", c);
+    const long long N = c.N;
+    Array x(c.M * N, c.misaligned, 0.0f), out(c.M * N, c.misaligned, NAN);
+    fill_random(x.p, c.M * N, 11 + (unsigned)N, -1.0f, 1.0f);
+    const double y_max = std::cbrt(24.0 * (double)N * 0x1p-24 / std::exp(1.0));
+    for (long long i = 0; i < c.M; ++i) {
+      float *row = x.p + i * N;
+      double rest = 0.0; /* sum_j exp(x_j) over all but the spike, row[N / 2] */
+      for (long long j = 0; j < N; ++j)
+        rest += j == N / 2 ? 0.0 : std::exp((double)row[j]);
+      /* with spike b the max: 1/y = 1 + rest exp(-b) */
+      const double inv_y = ratios[i] / y_max;
+      row[N / 2] = ratios[i] == 0.0 ? 40.0f : (float)std::log(rest / (inv_y - 1.0));
+    }
+    RowsFn fn = reinterpret_cast<RowsFn>(kernels().get(FPK_double_softmax_fused, c.build));
+    if (!run(c, [&] { fn(out.p, x.p, c.M, N); }))
+      fail_msg("%s: trapped", what.c_str());
+    const std::vector<double> want = ref_softmax(x.p, c.M, N, 2);
+    for (long long i = 0; i < c.M * N; ++i)
+      if (!(std::fabs(out.p[i] - want[i]) <= 1e-6 * want[i]))
+        fail_msg("%s: element (%lld, %lld) (1/y = %g / y_max) is %.9g, expected %.9g", what.c_str(),
+                 i / N, i % N, ratios[i / N], (double)out.p[i], want[i]);
+  }
+}
+
 void test_softmax_backward(void **) {
   for (const Case &c : cases(true, 256, 0, &kernels().tuning[FPK_softmax_backward_fused].offer)) {
     const std::string what = describe("softmax_backward_fused", c);
@@ -577,12 +629,12 @@ void test_trap_is_reported(void **) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_trap_is_reported),      cmocka_unit_test(test_softmax),
-      cmocka_unit_test(test_double_softmax),        cmocka_unit_test(test_norm_chain),
-      cmocka_unit_test(test_softmax_backward),      cmocka_unit_test(test_layernorm),
-      cmocka_unit_test(test_hreduce_pointwise),     cmocka_unit_test(test_hreduce_reduce),
-      cmocka_unit_test(test_elem_pointwise_chain),  cmocka_unit_test(test_elem_bias_gelu),
-      cmocka_unit_test(test_elem_bias_dropout_add),
+      cmocka_unit_test(test_trap_is_reported), cmocka_unit_test(test_softmax),
+      cmocka_unit_test(test_double_softmax),   cmocka_unit_test(test_double_softmax_series),
+      cmocka_unit_test(test_norm_chain),       cmocka_unit_test(test_softmax_backward),
+      cmocka_unit_test(test_layernorm),        cmocka_unit_test(test_hreduce_pointwise),
+      cmocka_unit_test(test_hreduce_reduce),   cmocka_unit_test(test_elem_pointwise_chain),
+      cmocka_unit_test(test_elem_bias_gelu),   cmocka_unit_test(test_elem_bias_dropout_add),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
