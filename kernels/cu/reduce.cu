@@ -343,23 +343,82 @@ __device__ void softmax_row_streamed(float *out_row, const float *x_row, const R
 
 /* ---- double softmax ----------------------------------------------------------- */
 
+/* The power sums alone (the max is known): a team reduction's value. */
+struct Powers {
+  float p1, p2, p3;
+};
+
 /* The second softmax runs on y = softmax(x), whose max is 1/sum exactly
  * (exp(0) = 1 at the max element, exp(.) <= 1 elsewhere), so it is shifted by
  * that value without another max reduction: y - 1/sum lies in [-1, 0]. (Any
- * shift gives the same softmax; the max only keeps exp in range.) */
-template <int K, class Team, class Hook>
+ * shift gives the same softmax; the max only keeps exp in range.)
+ *
+ * A cached row. kSeries: its max, then e = exp(x - max) in place with the
+ * power sums in one team reduction, and where the series holds
+ * (second_inv_from_powers) the output in one more pass over the cache: two
+ * team reductions per row instead of three (max, sum, second sum). Only
+ * the cluster build takes it: there a reduction is an exchange between
+ * blocks, and on an H100 (2026-11-25, three alternating rounds,
+ * docs/results/2026-11-25-h100-series/r39-ds-cached/) 8 x 131072 went
+ * 16.4 -> 14.8 us, 16 x 65536 15.1 -> 13.7; the block builds lost 1-5%
+ * with it on cells of 16-256 MiB (more registers and work per element
+ * against a block reduction's barrier pair). Without it, or for a peaked
+ * row, the second softmax's sum is a third reduction. */
+template <int K, bool kSeries, class Team, class Hook>
 __device__ __forceinline__ void
 double_softmax_row_cached(const Team &team, float *out_row, const float *x_row, const RowPart &p,
                           bool out_vec, const float4 *staged, Hook &&after_first_reduce) {
   RowCache<K> c;
   cache_load(team, c, x_row, p, true, staged);
-  const float y_max = softmax_in_cache(team, c, p, after_first_reduce);
+  float inv = 0.0f, y_max;
+  if constexpr (kSeries) {
+    float m = -CUDART_INF_F;
+    cache_for_each(team, c, p, [&](float &v) { m = fp_maximum(m, v); });
+    m = team.allreduce(m, -CUDART_INF_F, MaxOp());
+    after_first_reduce();
+    Powers mine;
+    mine.p1 = mine.p2 = mine.p3 = 0.0f;
+    cache_for_each(team, c, p, [&](float &v) {
+      v = expf(v - m);
+      const float v2 = v * v;
+      mine.p1 += v;
+      mine.p2 += v2;
+      mine.p3 += v2 * v;
+    });
+    Powers zero;
+    zero.p1 = zero.p2 = zero.p3 = 0.0f;
+    const Powers sums = team.allreduce(mine, zero, [](Powers a, Powers b) {
+      Powers r;
+      r.p1 = a.p1 + b.p1;
+      r.p2 = a.p2 + b.p2;
+      r.p3 = a.p3 + b.p3;
+      return r;
+    });
+    MaxPowers t;
+    t.m = m;
+    t.p1 = sums.p1;
+    t.p2 = sums.p2;
+    t.p3 = sums.p3;
+    MaxSum ms;
+    ms.m = m;
+    ms.s = sums.p1;
+    y_max = softmax_inv(ms);
+    inv = second_inv_from_powers(t, y_max, p.s.head + 4 * p.s.nvec + p.s.tail);
+    if (inv > 0.0f) {
+      cache_for_each(team, c, p, [&](float &v) { v = expf(v * y_max - y_max) * inv; });
+      cache_store(team, c, out_row, p, out_vec);
+      return;
+    }
+    cache_for_each(team, c, p, [&](float &v) { v *= y_max; });
+  } else {
+    y_max = softmax_in_cache(team, c, p, after_first_reduce);
+  }
   float sum = 0.0f;
   cache_for_each(team, c, p, [&](float &v) {
     v = expf(v - y_max);
     sum += v;
   });
-  const float inv = 1.0f / team.allreduce(sum, 0.0f, SumOp());
+  inv = 1.0f / team.allreduce(sum, 0.0f, SumOp());
   cache_for_each(team, c, p, [&](float &v) { v *= inv; });
   cache_store(team, c, out_row, p, out_vec);
 }
@@ -737,8 +796,8 @@ __device__ __forceinline__ void double_softmax_rows(const Team &team, float *out
       team, out, x, M, N,
       [&](auto kc, float *out_row, const float *x_row, const RowPart &p, bool out_vec,
           const float4 *staged, auto &&next) {
-        double_softmax_row_cached<decltype(kc)::value>(team, out_row, x_row, p, out_vec, staged,
-                                                       next);
+        double_softmax_row_cached<decltype(kc)::value, !Team::kWholeRow>(team, out_row, x_row, p,
+                                                                         out_vec, staged, next);
       },
       [](float *out_row, const float *x_row, const RowSplit &split, bool out_vec) {
         /* the registered build (K = 2, 32 registers) would spill the power

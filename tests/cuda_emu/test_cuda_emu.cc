@@ -294,17 +294,18 @@ void test_double_softmax(void **) {
 }
 void test_norm_chain(void **) { test_rows_kernel(FPK_norm_chain_fused, "norm_chain_fused", 0); }
 
-/* double_softmax's streamed rows take the second softmax's sum from the
- * first one's power sums (second_inv_from_powers in kernels/cu/reduce.cu)
- * where its series' remainder is under 2^-24 of the sum, i.e. where
- * y = 1/sum_j exp(x_j - max) is at most y_max = (24 N 2^-24 / e)^(1/3),
- * and otherwise sum the exps in a second read. Rows here are U(-1, 1) but
- * for one spike set so that 1/y is 1 (all the weight on the spike), 1/2,
- * 0.9, 1.1, 2 or 10 times 1/y_max: both sides of the switch, tested to
- * 1e-6 of each element (float rounding is ~2e-7 here), which the series
- * misses if it drops its y^2 term (2.7e-6 at 0.9 y_max, N = 1001), or is
- * used where the remainder is large (1.7e-4 at y = 1, N = 300). The
- * registered build's streamed rows always take the second read. */
+/* double_softmax takes the second softmax's sum from the first one's power
+ * sums (second_inv_from_powers in kernels/cu/reduce.cu) where its series'
+ * remainder is under 2^-24 of the sum, i.e. where y = 1/sum_j exp(x_j -
+ * max) is at most y_max = (24 N 2^-24 / e)^(1/3), and otherwise sums the
+ * exps directly: a second read for a streamed row (the registered build's
+ * always sum directly), a third reduction for a cached one (only the
+ * cluster build's take the series). Rows here are U(-1, 1) but for one spike set so that 1/y
+ * is 1 (all the weight on the spike), 1/2, 0.9, 1.1, 2 or 10 times
+ * 1/y_max: both sides of the switch, tested to 1e-6 of each element (float
+ * rounding is ~2e-7 here), which the series misses if it drops its y^2
+ * term (2.7e-6 at 0.9 y_max, N = 1001), or is used where the remainder is
+ * large (1.7e-4 at y = 1, N = 300). */
 void test_double_softmax_series(void **) {
   const fp_rows_builds &offer = kernels().tuning[FPK_double_softmax_fused].offer;
   const double ratios[] = {0.0, 0.5, 0.9, 1.1, 2.0, 10.0}; /* 1/y over 1/y_max; 0: y = 1 */
@@ -319,6 +320,9 @@ void test_double_softmax_series(void **) {
       all.push_back(kept);
     all.push_back({FP_ROWS_LONG, M, 4097, 2, 64, 1, mis});
     all.push_back({FP_ROWS_REGISTERED, M, 1001, 2, 64, 1, mis});
+    /* cached rows: the cluster build's (two reductions), and a block's */
+    all.push_back({FP_ROWS_CLUSTER, M, 2001, 4, 64, 2, mis});
+    all.push_back({FP_ROWS_LONG, M, 1001, 2, 64, 1, mis});
   }
   for (const Case &c : all) {
     const std::string what = describe("double_softmax_fused, series", c);
