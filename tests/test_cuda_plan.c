@@ -18,30 +18,33 @@ enum { H100_SMS = 132, HOST_CAP = 1 << 20 };
  * build; a warp build of 8 vectors; a streaming cluster build; blocks of
  * up to 256 or 512 threads for many mid-length rows). */
 static const fp_rows_builds reduce_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 8, 0, 1, false, 0, false, 32769};
+    {true, true, false, true, true}, 2, 0, 4, 8, 0, 1, false, 0, 0, 32769};
 static const fp_rows_builds reduce_offer_k4 = {
-    {true, true, false, true, true}, 2, 0, 4, 4, 0, 1, false, 0, false, 32769};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 1, false, 0, 0, 32769};
 /* softmax_backward: two rows cached and staged; its streaming build keeps
  * nothing */
 static const fp_rows_builds backward_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 4, 0, 2, true, 0, false, 0};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 2, true, 0, 0, 0};
 /* the real offers of softmax and layernorm: long-row caches of 8 and 4
  * vectors that do not stage; streaming builds that keep their row */
 static const fp_rows_builds softmax_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 8, 0, 0, false, 0, false, 32769};
+    {true, true, false, true, true}, 2, 0, 4, 8, 0, 0, false, 0, 0, 32769};
 static const fp_rows_builds layernorm_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 4, 0, 0, false, 0, false, 32769};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 0, false, 0, 0, 32769};
 /* layernorm's real offer: its streaming build also takes many rows of
  * 8193..16384 floats in blocks of 512 */
 static const fp_rows_builds layernorm_half_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 4, 0, 0, false, 0, true, 32769};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 0, false, 0, 8193, 32769};
+/* double_softmax: its long-row build stages; blocks of 512 from 12289 */
+static const fp_rows_builds double_softmax_half_offer = {
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 1, false, 0, 12289, 32769};
 static const fp_rows_builds layernorm_offer_no_stream = {
-    {true, true, false, true, false}, 2, 0, 4, 4, 0, 0, false, 0, false, 0};
+    {true, true, false, true, false}, 2, 0, 4, 4, 0, 0, false, 0, 0, 0};
 static const fp_rows_builds hreduce_offer = {
-    {false, false, true, true}, 0, 8, 0, 0, 0, 0, false, 256, false, 0};
+    {false, false, true, true}, 0, 8, 0, 0, 0, 0, false, 256, 0, 0};
 /* hreduce_pointwise: 40 registers, three blocks of 512 resident, one of 1024 */
 static const fp_rows_builds hreduce_pointwise_offer = {
-    {false, false, true, true}, 0, 8, 0, 0, 512, 0, false, 512, false, 0};
+    {false, false, true, true}, 0, 8, 0, 0, 512, 0, false, 512, 0, 0};
 
 /* The host's ROWS request (ops/primitives.c fp_rows_range). */
 static void host_request(int64_t M, int64_t N, uint32_t *groups, uint32_t *block) {
@@ -104,8 +107,10 @@ static void assert_preconditions(const fp_rows_builds *b, int64_t M, int64_t N, 
     if (p.grid != groups || p.cluster != 1 || (p.block != block && p.block != 512))
       fail_msg("%s: the streaming build keeps the host's grid, in its block or 512", what);
     /* rows the long-row build cannot cache in the host's block, or, where
-     * the offer says stream_half_long, not in blocks of 512 */
-    const uint32_t cache_block = b->stream_half_long && p.block == 512 ? 512 : block;
+     * the offer's stream_half_long_min_n allows, not in blocks of 512 */
+    const uint32_t cache_block =
+        b->stream_half_long_min_n > 0 && N >= b->stream_half_long_min_n && p.block == 512 ? 512
+                                                                                          : block;
     if (b->long_vectors <= 0 || N <= 4 * (int64_t)b->long_vectors * cache_block)
       fail_msg("%s: streaming build for a row the long-row build caches", what);
     break;
@@ -298,13 +303,18 @@ static void test_stream_build(void **state) {
       {&layernorm_offer, 1, 262144, FP_ROWS_STREAM, 0},
       {&hreduce_offer, 1024, 65536, FP_ROWS_REGISTERED, 0},
       {&layernorm_offer_no_stream, 512, 65536, FP_ROWS_LONG, 0},
-      /* stream_half_long: at least three rows per SM that the long-row
-       * build caches only in blocks of 1024 */
+      /* stream_half_long_min_n: at least three rows per SM, of at least
+       * that many floats, that the long-row build caches only in blocks of
+       * 1024 */
       {&layernorm_half_offer, 396, 16384, FP_ROWS_STREAM, 512},
       {&layernorm_half_offer, 65536, 10240, FP_ROWS_STREAM, 512},
       {&layernorm_half_offer, 395, 16384, FP_ROWS_LONG, 0},
       {&layernorm_half_offer, 65536, 8192, FP_ROWS_LONG, 0},
       {&layernorm_offer, 65536, 16384, FP_ROWS_LONG, 0},
+      {&double_softmax_half_offer, 396, 16384, FP_ROWS_STREAM, 512},
+      {&double_softmax_half_offer, 396, 12289, FP_ROWS_STREAM, 512},
+      {&double_softmax_half_offer, 65536, 12288, FP_ROWS_LONG, 0},
+      {&double_softmax_half_offer, 395, 16384, FP_ROWS_LONG, 0},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
     const int64_t M = cases[k].M, N = cases[k].N;

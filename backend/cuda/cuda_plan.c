@@ -36,7 +36,7 @@ enum {
   /* ... and for more rows than SMs but under two per SM of up to this
    * many floats (below) */
   STREAM_ONE_WAVE_MAX_N = 32768,
-  /* ... and, for a kernel that offers stream_half_long, for rows the
+  /* ... and, for a kernel that offers stream_half_long_min_n, for rows the
    * long-row build caches only in blocks of 1024, given at least this many
    * rows per SM (below) */
   STREAM_HALF_MIN_ROWS_PER_SM = 3
@@ -77,7 +77,8 @@ static uint32_t pow2_ceil(int64_t v) {
  *     (long_vectors float4 per thread), in blocks of 512 for at least two
  *     rows per SM of at most 24576 floats; STREAM in blocks of 512 also
  *     for at least three rows per SM that LONG_ROWS caches only in blocks
- *     of 1024, where the offer says stream_half_long; LONG_ROWS in the
+ *     of 1024 and are at least stream_half_long_min_n long, where the
+ *     offer gives that; LONG_ROWS in the
  *     smallest block that caches the row, except for at most two rows per
  *     SM of 1025..4096 floats and a build that does not stage:
  *     pow2_ceil(ceil(N/4)) threads, at most 512; and at least four rows
@@ -173,9 +174,14 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
    * alternating rounds, docs/results/2026-11-25-h100-smem/r32-mid-rows/):
    * layernorm 8192 x 10240 313 -> 270 us, 512-16384 x 16384 1.02-1.08x,
    * but 300 x 16384 27.0 -> 29.0; double_softmax (whose long-row build
-   * stages the next row) and softmax_backward lost 5-26%. */
-  if (tuned && long_rows && b->stream_half_long && b->has[FP_ROWS_STREAM] && b->long_vectors > 0 &&
-      host_block > STREAM_HALF_BLOCK && rows >= STREAM_HALF_MIN_ROWS_PER_SM * (int64_t)sm_count &&
+   * stages the next row) and softmax_backward lost 5-26%. Since
+   * double_softmax streams in two reads (its power sums), rows of 16384
+   * gain 1.01-1.11x (400-16384 rows, r40-ds-half-long/ in
+   * docs/results/2026-11-25-h100-series/) and 12289 1.03x, but 10240 lost
+   * 3-7% and 12288 2%: its offer starts at 12289. */
+  if (tuned && long_rows && b->stream_half_long_min_n > 0 && N >= b->stream_half_long_min_n &&
+      b->has[FP_ROWS_STREAM] && b->long_vectors > 0 && host_block > STREAM_HALF_BLOCK &&
+      rows >= STREAM_HALF_MIN_ROWS_PER_SM * (int64_t)sm_count &&
       N > 4 * (int64_t)b->long_vectors * STREAM_HALF_BLOCK &&
       N <= 4 * (int64_t)b->long_vectors * host_block) {
     plan.build = FP_ROWS_STREAM;

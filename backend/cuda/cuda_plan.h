@@ -55,12 +55,13 @@ typedef struct fp_rows_builds {
                                 the most threads of its blocks of one round of two float4
                                 per thread for many rows of 1025..4096 floats (0: the
                                 host's block) */
-  bool stream_half_long;     /* STREAM in blocks of 512 also for many rows that LONG_ROWS
-                                caches only in blocks of 1024 (measured faster for this
-                                kernel; cuda_plan.c) */
-  int32_t stream_smem_min_n; /* STREAM keeps its input rows of at least this many floats
-                                in dynamic shared memory for its later passes (SmemRow in
-                                cuda_kernels.h), 0: none */
+  int32_t stream_half_long_min_n; /* STREAM in blocks of 512 also for many rows of at least
+                                this many floats that LONG_ROWS caches only in blocks of
+                                1024 (measured faster for this kernel; cuda_plan.c), 0:
+                                never */
+  int32_t stream_smem_min_n;      /* STREAM keeps its input rows of at least this many floats
+                                     in dynamic shared memory for its later passes (SmemRow in
+                                     cuda_kernels.h), 0: none */
 } fp_rows_builds;
 
 typedef struct fp_rows_plan {

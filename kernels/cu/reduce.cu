@@ -1022,6 +1022,8 @@ extern "C" void fp_cuda_register_tuning_reduce(fp_cuda_tuning table[FPK_COUNT]) 
       FPCU_ROW_BUILDS(softmax_fused, 2, 3, 8, kStageSoftmax, kStreamSmemMinN);
   table[FPK_double_softmax_fused] =
       FPCU_ROW_BUILDS(double_softmax_fused, 2, 3, 4, kStageDoubleSoftmax, kStreamSmemMinN);
+  /* ... and for double_softmax from 12289 floats (cuda_plan.c) */
+  table[FPK_double_softmax_fused].offer.stream_half_long_min_n = 12289;
   table[FPK_softmax_backward_fused] =
       FPCU_ROW_BUILDS(softmax_backward_fused, 3, 4, 4, kStageSoftmaxBackward, 0);
   /* two input rows: a cluster reads them once where a block would stream
@@ -1031,7 +1033,7 @@ extern "C" void fp_cuda_register_tuning_reduce(fp_cuda_tuning table[FPK_COUNT]) 
       FPCU_ROW_BUILDS(layernorm_fused, 6, 7, 4, kStageLayerNorm, kStreamSmemMinN);
   /* many rows of 8193..16384 floats: the streaming build in blocks of 512
    * rather than the long-row build in blocks of 1024 (cuda_plan.c) */
-  table[FPK_layernorm_fused].offer.stream_half_long = true;
+  table[FPK_layernorm_fused].offer.stream_half_long_min_n = 8193;
   table[FPK_norm_chain_fused] =
       FPCU_ROW_BUILDS(norm_chain_fused, 2, 3, 8, kStageNormChain, kStreamSmemMinN);
 }
