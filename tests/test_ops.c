@@ -334,6 +334,154 @@ static void test_opencl_row_local_knob(void **state) {
   fp_context_destroy(stream);
 }
 
+/* double_softmax's fused kernel on ctx over the host rows x, M x N, into
+ * got, the output poisoned with NaN before the run. */
+static void double_softmax_run(fp_context *ctx, const float *x, int64_t M, int64_t N, float *got) {
+  const fp_op *op = fp_op_find("double_softmax");
+  fp_problem p;
+  fp_problem_init(&p, op);
+  FP_ASSERT_OK(fp_problem_set_grid(&p, M, N));
+  fp_io_desc io;
+  op->describe(&p, &io);
+  fp_buffer *in[FP_MAX_TENSORS], *out[FP_MAX_TENSORS];
+  fp_plan *plan = NULL;
+  FP_ASSERT_OK(fp_io_alloc(ctx, &io, in, out));
+  FP_ASSERT_OK(fp_buffer_write(ctx, in[0], 0, x, fp_tensor_bytes(&io.in[0])));
+  FP_ASSERT_OK(fp_io_poison_outputs(ctx, &io, out));
+  FP_ASSERT_OK(fp_plan_create(ctx, &p, fp_op_variant(op, "fused"), &plan));
+  FP_ASSERT_OK(fp_plan_execute(plan, in, out));
+  FP_ASSERT_OK(fp_buffer_read(ctx, out[0], 0, got, fp_tensor_bytes(&io.out[0])));
+  fp_plan_destroy(plan);
+  fp_io_free(&io, in, out);
+}
+
+/* Every element of got within tol of a float64 softmax(softmax(x)),
+ * relative, or NaN (written: not the poison's bits) where that is NaN. */
+static void double_softmax_compare(const float *x, const float *got, int64_t M, int64_t N,
+                                   double tol, const char *what, const char *const *rows) {
+  double *ref = malloc(sizeof(double) * (size_t)N);
+  assert_non_null(ref);
+  for (int64_t r = 0; r < M; ++r) {
+    const float *xr = x + r * N, *gr = got + r * N;
+    double mx = -INFINITY, s = 0.0, s2 = 0.0;
+    for (int64_t j = 0; j < N; ++j)
+      mx = isnan(xr[j]) || isnan(mx) ? NAN : fmax(mx, xr[j]);
+    for (int64_t j = 0; j < N; ++j)
+      s += ref[j] = exp(xr[j] - mx);
+    const double y = 1.0 / s; /* the first softmax's max */
+    for (int64_t j = 0; j < N; ++j)
+      s2 += ref[j] = exp(ref[j] * y - y);
+    for (int64_t j = 0; j < N; ++j) {
+      const double want = ref[j] / s2;
+      uint32_t bits;
+      memcpy(&bits, &gr[j], 4);
+      const bool ok = isnan(want) ? isnan(gr[j]) && bits != 0x7FC0DEADu /* FP_POISON_BITS */
+                                  : fabs(gr[j] - want) <= tol * want;
+      if (!ok)
+        fail_msg("%s %s: %lldx%lld, row %lld (%s), element %lld: %.9g, float64 %.9g, relative "
+                 "error %.3g over %g",
+                 fp_backend_name(fp_env.kind), what, (long long)M, (long long)N, (long long)r,
+                 rows[r], (long long)j, gr[j], want, fabs(gr[j] - want) / want, tol);
+    }
+  }
+  free(ref);
+}
+
+/* double_softmax's streamed rows take the second softmax's sum from the
+ * first one's power sums where the series' remainder is under 2^-24 of the
+ * sum, i.e. where y = 1/p_1 = 1/sum_j exp(x_j - max) is at most y_max =
+ * (24 N 2^-24 / e)^(1/3), and otherwise sum its exps in another read
+ * (kernels/cl/reduce.cl, fp_second_inv_from_powers; kernels/cu/reduce.cu).
+ * Six rows of U(-1, 1) but for one spike each, set so that p_1 is ratio /
+ * y_max for ratio 0.5, 0.9 (the second read), 1.1, 2 and 10 (the series),
+ * or a spike of 40 for ratio 0 (all the weight on it, y = 1): b = log(rest
+ * / (p_1 - 1)), rest = sum_j exp(x_j) over the others. Every element
+ * within 1e-6 of a float64 softmax(softmax(x)): PoCL leaves 2.2e-7 at most
+ * (12 runs, planned and host geometry; the CPU backend 3.8e-7), and
+ * FP_FAST_EXP's error, |x - max| * 6e-8 relative on e_j, reaches the
+ * output only through s_j = e_j y, small but at the spike, where x - max
+ * is 0. The series fails that if it drops its y^2 term (y^2 p_2/(2N):
+ * 1.7e-6 at ratio 1.1, N = 4103; 3.4e-6 at N = 1001; 1e-6 at N = 20001,
+ * which alone would not catch it), is used where the remainder is large
+ * (0.0516/N at y = 1: 1.3e-5 at N = 4103) or scales its sum by 1.000003.
+ * Then six rows of special values, as today's three passes give them: the
+ * power sums never take exp(-inf - -inf). Which rows stream on OpenCL
+ * (opencl_backend.c, plan_rows): with M = 6 the planned team caches rows
+ * of up to 4099 floats (256 work-items, 4 float4 each), so 4103 (a group
+ * of 256) and 20001 (512) stream; FUSEPORT_OPENCL_ROWS_MAX_GROUP=4 streams
+ * 1001 in a group of 32 (FUSEPORT_OPENCL_STREAM_GROUP=32), and 4103 in
+ * teams of 512, two rows per group of 1024, which must then take the three
+ * passes (the second sum's barrier sits in a branch on the series). N odd:
+ * rows at every alignment, the spikes also among the head and tail
+ * scalars. Run on every backend. */
+static void check_double_softmax_series(fp_context *ctx, int64_t N, const char *what) {
+  enum { M = 6 };
+  const double ratios[M] = {0.0, 0.5, 0.9, 1.1, 2.0, 10.0};
+  const char *const spike_rows[M] = {"spike 40, y = 1", "ratio 0.5", "ratio 0.9",
+                                     "ratio 1.1",       "ratio 2",   "ratio 10"};
+  const char *const special_rows[M] = {
+      "-inf but the last 3", "a block of -inf first", "one -inf", "a NaN", "a +inf", "all -inf"};
+  const double y_max = cbrt(24.0 * (double)N * 0x1p-24 / exp(1.0));
+  const uint64_t seed = fp_test_next_seed();
+  float *x = malloc(sizeof(float) * M * (size_t)N), *got = malloc(sizeof(float) * M * (size_t)N);
+  assert_true(x != NULL && got != NULL);
+  for (int64_t i = 0; i < M * N; ++i)
+    x[i] = fp_uniform_f32(seed, 0, (uint64_t)i, 1.0f, 0);
+  const int64_t spikes[M] = {0, N - 1, 1, N / 2, N - 2, (N * 2) / 3};
+  for (int r = 0; r < M; ++r) {
+    double rest = 0.0;
+    for (int64_t j = 0; j < N; ++j)
+      rest += j == spikes[r] ? 0.0 : exp((double)x[r * N + j]);
+    x[r * N + spikes[r]] = ratios[r] == 0.0 ? 40.0f : (float)log(rest / (ratios[r] / y_max - 1.0));
+  }
+  double_softmax_run(ctx, x, M, N, got);
+  double_softmax_compare(x, got, M, N, 1e-6, what, spike_rows);
+
+  for (int64_t i = 0; i < M * N; ++i) /* no spikes: the series where the max is finite */
+    x[i] = fp_uniform_f32(seed, 0, (uint64_t)i, 1.0f, 0);
+  for (int64_t j = 0; j < N; ++j) {
+    x[0 * N + j] = j < N - 3 ? -INFINITY : x[0 * N + j]; /* most work-items hold only -inf */
+    x[1 * N + j] = j < N / 3 ? -INFINITY : x[1 * N + j]; /* p_k of the rest: the series */
+    x[5 * N + j] = -INFINITY;
+  }
+  x[2 * N + N / 2] = -INFINITY;
+  x[3 * N + 7] = NAN;
+  x[4 * N + N - 2] = INFINITY;
+  double_softmax_run(ctx, x, M, N, got);
+  double_softmax_compare(x, got, M, N, 1e-6, what, special_rows);
+  free(x);
+  free(got);
+}
+
+static void test_double_softmax_series(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  check_double_softmax_series(CTX, 4103, "planned");
+  check_double_softmax_series(CTX, 20001, "planned");
+  if (fp_env.kind != FP_BACKEND_OPENCL)
+    return;
+  /* FUSEPORT_OPENCL_ROWS_MAX_GROUP=4: every row but the shortest streams */
+  static const struct {
+    const char *group, *what;
+    int64_t N;
+  } knobs[] = {{"32", "groups of 32", 1001}, {"1024", "two rows per group of 1024", 4103}};
+  for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; ++k) {
+    fp_context_options opts;
+    fp_context_options_init(&opts);
+    opts.backend = FP_BACKEND_OPENCL;
+    opts.platform = getenv("FUSEPORT_OPENCL_PLATFORM");
+    fp_context *ctx = NULL;
+    assert_int_equal(setenv("FUSEPORT_OPENCL_ROWS_MAX_GROUP", "4", 1), 0);
+    assert_int_equal(setenv("FUSEPORT_OPENCL_STREAM_GROUP", knobs[k].group, 1), 0);
+    const fp_status st = fp_context_create(&opts, &ctx);
+    assert_int_equal(unsetenv("FUSEPORT_OPENCL_ROWS_MAX_GROUP"), 0);
+    assert_int_equal(unsetenv("FUSEPORT_OPENCL_STREAM_GROUP"), 0);
+    FP_ASSERT_OK(st);
+    check_double_softmax_series(ctx, knobs[k].N, knobs[k].what);
+    fp_context_destroy(ctx);
+  }
+}
+
 /* Rows past a quarter million elements, and a single row of 2^20 + 1. */
 static void test_long_rows(void **state) {
   (void)state;
@@ -371,6 +519,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_dropout_mask_matches_cpu),
       cmocka_unit_test(test_local_cache_rows),
       cmocka_unit_test(test_opencl_row_local_knob),
+      cmocka_unit_test(test_double_softmax_series),
       cmocka_unit_test(test_long_rows),
   };
   int failures = cmocka_run_group_tests_name(fp_backend_name(fp_env.kind), tests, NULL, NULL);

@@ -342,8 +342,11 @@ static FP_INLINE int fp_rows_local(int mode, long N, fp_team tm) {
  * kernel); FP_ROWS_DECL_NULL slots, partials and lcache as a null pointer,
  * never dereferenced (fp_rows_local is constant 0 there); FP_ROWS_DECL_NONE
  * slots and partials (an operator without a _local kernel);
- * FP_ROWS_DECL_STATS stats (fp_team_stats of reduce.cl: FP_TEAM_STATS
- * float4, 20 KiB) and lcache as a null pointer. */
+ * FP_ROWS_DECL_WIDE slots of FP_MAX_GROUP float4 (16 KiB, for
+ * fp_team_sum4; the float reductions use its first FP_MAX_GROUP floats),
+ * partials and lcache as a null pointer; FP_ROWS_DECL_STATS stats
+ * (fp_team_stats of reduce.cl: FP_TEAM_STATS float4, 20 KiB) and lcache as
+ * a null pointer. */
 #define FP_TEAM_STATS (FP_MAX_GROUP + FP_MAX_GROUP / 4)
 #define FP_ROWS_DECL_NONE                                                                          \
   FP_TEAM_SCRATCH(slots);                                                                          \
@@ -353,6 +356,11 @@ static FP_INLINE int fp_rows_local(int mode, long N, fp_team tm) {
   __local float4 lcache[FP_LOCAL_ROW_VEC]
 #define FP_ROWS_DECL_NULL                                                                          \
   FP_ROWS_DECL_NONE;                                                                               \
+  __local float4 *const lcache = 0
+#define FP_ROWS_DECL_WIDE                                                                          \
+  __local float4 slots_f4[FP_MAX_GROUP];                                                           \
+  __local float *const slots = (__local float *)slots_f4;                                          \
+  FP_TEAM_SCRATCH(partials);                                                                       \
   __local float4 *const lcache = 0
 #define FP_ROWS_DECL_STATS                                                                         \
   __local float4 stats[FP_TEAM_STATS];                                                             \
@@ -376,12 +384,16 @@ static FP_INLINE int fp_rows_local(int mode, long N, fp_team tm) {
   FP_ROWS_KERNEL_LOCAL(op, params, args)
 /* double_softmax: written for lcache, built without its _local kernel.
  * Timed on an H100 against _stream (2026-11-23, docs/PERF.md), it ran
- * within +-4%, bound by its exponentials. Replace the macro with
- * FP_ROWS_KERNELS to build it again. */
+ * within +-4%, bound by its exponentials. Its streamed rows reduce float4
+ * power sums (fp_team_sum4): _fused and _stream declare the wide slots
+ * (FP_ROWS_DECL_WIDE, 20 KiB with partials), _cached the usual 8 KiB. Add
+ * FP_ROWS_KERNEL_LOCAL(op, params, args) to build the _local kernel again:
+ * it keeps the narrow slots (lcache's 32 KiB and 16 more would pass the
+ * 48 KiB of NVIDIA's OpenCL) and with them the three passes. */
 #define FP_ROWS_KERNELS_LOCAL_UNUSED(op, params, args)                                             \
-  FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, FP_ROWS_DECL_NULL, params, args)                  \
+  FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, FP_ROWS_DECL_WIDE, params, args)                  \
   FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, FP_ROWS_DECL_NULL, params, args)        \
-  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, FP_ROWS_DECL_NULL, params, args)
+  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, FP_ROWS_DECL_WIDE, params, args)
 #define FP_ROWS_KERNELS_NO_LOCAL(op, params, args)                                                 \
   FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, FP_ROWS_DECL_NONE, params, args)                  \
   FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, FP_ROWS_DECL_NONE, params, args)        \
@@ -494,6 +506,49 @@ static float fp_team_reduce(int op, float v, fp_team tm, __local float *slots,
 
 static float fp_team_sum(float v, fp_team tm, __local float *slots, __local float *partials) {
   return fp_team_reduce(FP_REDUCE_SUM, v, tm, slots, partials);
+}
+
+/* The team's sum of float4 values, fp_team_reduce's two barriers over
+ * slots4[] of FP_MAX_GROUP float4 (FP_ROWS_DECL_WIDE): stage 1, work-item
+ * lane < W adds the T / W >= 4 float4 lane, lane + W, ... (consecutive
+ * work-items read consecutive 16 bytes), four loads at a time into two
+ * accumulators, as fp_stats_fold, and stores float4 partial `lane` at the
+ * team's base of partials[] (4W <= T floats: the team's own range); stage
+ * 2, every work-item adds the W partials in the same order. One reduction
+ * where three of floats would take six barriers: on NVIDIA, by
+ * fp_team_reduce's count, stage 1 costs 4T / W returns and stage 2
+ * T * W / 16, least at W = 8 again (T = 1024: about 1024 cycles, four
+ * float reductions' worth). The reuse argument of fp_team_reduce holds,
+ * with the float reductions too (slots4 is their slots, partials theirs).
+ * Must be reached by the whole group. */
+static float4 fp_team_sum4(float4 v, fp_team tm, __local float4 *slots4, __local float *partials) {
+  const int real = tm.index < tm.count;
+  __local float4 *part = (__local float4 *)(partials + tm.base);
+  slots4[tm.base + tm.lane] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (real && tm.lane < tm.width) {
+    __local const float4 *s = slots4 + tm.base + tm.lane;
+    float4 acc[2] = {s[0], s[tm.width]};
+    acc[0] += s[2 * tm.width];
+    acc[1] += s[3 * tm.width];
+    for (int k = 4; k < 4 * tm.fold; k += 4) { /* T > 32: W = FP_TEAM_WIDTH */
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        acc[u & 1] += s[(k + u) * FP_TEAM_WIDTH];
+    }
+    part[tm.lane] = acc[0] + acc[1];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float4 total = v;
+  if (real) {
+    float4 acc[2] = {part[0], (float4)(0.0f)};
+#pragma unroll
+    for (int j = 1; j < FP_TEAM_WIDTH; ++j)
+      if (j < tm.width)
+        acc[j & 1] += part[j];
+    total = acc[0] + acc[1];
+  }
+  return total;
 }
 
 static float fp_team_max(float v, fp_team tm, __local float *slots, __local float *partials) {

@@ -21,21 +21,23 @@
  *  - streaming: longer rows (T = L) are re-read from global memory for each
  *    pass; softmax uses the online (running max, rescaled sum) form so that
  *    max and sum come from a single pass: read, read, write; layernorm's
- *    statistics likewise take one pass (fp_stream_stats). The _local
- *    kernels (common.cl) read a row of up to FP_LOCAL_ROW_VEC vectors once:
- *    the first pass also stores each vector it loads in lcache (local
- *    memory), the later passes read it from there. Only softmax and
- *    norm_chain have one: double_softmax and layernorm are written for
- *    lcache too, but their _local kernels measured slower on an H100
- *    (FP_ROWS_KERNELS_LOCAL_UNUSED, FP_ROWS_KERNELS_STATS, common.cl);
- *    softmax_backward would need two rows' worth.
+ *    statistics likewise take one pass (fp_stream_stats), and so, mostly,
+ *    do double_softmax's (its first softmax's power sums, below). The
+ *    _local kernels (common.cl) read a row of up to FP_LOCAL_ROW_VEC
+ *    vectors once: the first pass also stores each vector it loads in
+ *    lcache (local memory), the later passes read it from there. Only
+ *    softmax and norm_chain have one: double_softmax and layernorm are
+ *    written for lcache too, but their _local kernels measured slower on
+ *    an H100 (FP_ROWS_KERNELS_LOCAL_UNUSED, FP_ROWS_KERNELS_STATS,
+ *    common.cl); softmax_backward would need two rows' worth.
  * Reductions across the team (common.cl, fp_team_reduce: two barriers and
  * a few back-to-back local loads each) per row: softmax 2 (max, then sum;
- * see fp_softmax_stats), double_softmax 3, norm_chain 3, softmax_backward
- * 1, layernorm 1 (fp_team_stats merges each work-item's count, mean and
- * centred squares, where a sum and then a sum of centred squares took
- * two). Between them the memory idles where a compute unit holds few
- * groups (long rows), so their latency counts.
+ * see fp_softmax_stats), double_softmax 3 (a streamed row 2 where the
+ * power sums' series holds, one of them of float4), norm_chain 3,
+ * softmax_backward 1, layernorm 1 (fp_team_stats merges each work-item's
+ * count, mean and centred squares, where a sum and then a sum of centred
+ * squares took two). Between them the memory idles where a compute unit
+ * holds few groups (long rows), so their latency counts.
  * Streaming loops issue FP_STREAM_UNROLL 16-byte loads (common.cl) before
  * any store: a compiler may not move a load above a store to a buffer that
  * might alias it (out may be x), so a plain load-compute-store loop keeps a
@@ -257,6 +259,103 @@ static FP_INLINE float fp_stream_second_exp_sum(__global const float *xr, fp_row
     total += fp_hsum4(acc[0] + acc[1]);
   }
   return total;
+}
+
+/* ---- the power sums of double_softmax's first softmax ------------------------------
+ * As the CUDA kernels' (kernels/cu/reduce.cu, MaxPowers and
+ * second_inv_from_powers): a streamed row's first read also gathers
+ * p_k = sum_j e_j^k, k = 1..3, of e_j = exp(x_j - m) (p_1 the softmax's
+ * sum), each rescaled by r^k, r = exp(m_old - m_new), where the running
+ * max moves. With y = 1/p_1 the first softmax is s_j = e_j y, in [0, y],
+ * and the second one's sum is, every term positive,
+ *   S = sum_j exp(s_j) = N + y p_1 + y^2 p_2/2 + y^3 p_3/6 + R,
+ *   R = sum_j sum_{k>=4} s_j^k/k! <= e/4! sum_j s_j^4 <= e y^3/24
+ * (s_j <= y <= 1, sum_j s_j = 1): against S >= N a relative error of at
+ * most e y^3/(24 N). Where that is at most 2^-24 (y <= 0.26 at N = 32768,
+ * i.e. p_1 >= 3.9; random rows have p_1 in the hundreds) the row is
+ * written in its second read; otherwise (a peaked row, or a NaN y: a NaN,
+ * +inf or all -inf row) the second read sums exp(s_j - y) and a third
+ * writes: two reads and three exps per element instead of three and five.
+ * The state is a float4 (m, p_1, p_2, p_3). The special values follow
+ * fp_online_add4: m never NaN, a NaN or +inf makes the sums NaN, and
+ * while m is -inf nothing is added (no exp(-inf - -inf)), so a work-item
+ * with only -inf values contributes p_k = 0 at any row max. */
+
+/* The state moved to the max mx >= m: p_k times r^k, r = 0 from m = -inf. */
+static FP_INLINE float4 fp_powers_moved(float4 st, float mx) {
+  const float r = st.x == mx ? 1.0f : FP_FAST_EXP(st.x - mx), r2 = r * r;
+  return (float4)(mx, st.y * r, st.z * r2, st.w * (r2 * r));
+}
+
+static FP_INLINE void fp_powers_add(float x, float4 *st) {
+  if (x > st->x)
+    *st = fp_powers_moved(*st, x);
+  if (x != -INFINITY) { /* a NaN x adds NaN */
+    const float e = FP_FAST_EXP(x - st->x), e2 = e * e;
+    *st += (float4)(0.0f, e, e2, e2 * e);
+  }
+}
+
+static FP_INLINE void fp_powers_add4(float4 x, float4 *st) {
+  const float mx = fmax(fmax(x.x, x.y), fmax(x.z, x.w));
+  if (mx > st->x)
+    *st = fp_powers_moved(*st, mx);
+  if (st->x != -INFINITY) {
+    const float4 e = FP_FAST_EXP(x - st->x), e2 = e * e;
+    *st += (float4)(0.0f, fp_hsum4(e), fp_hsum4(e2), fp_hsum4(e2 * e));
+  } else if (isnan(x.x) || isnan(x.y) || isnan(x.z) || isnan(x.w)) {
+    st->yzw = (float3)(NAN);
+  }
+}
+
+/* The union of two states; equal maxima (both -inf included) keep their
+ * sums as they are. */
+static FP_INLINE float4 fp_powers_merge(float4 a, float4 b) {
+  const float mm = fmax(a.x, b.x);
+  return fp_powers_moved(a, mm) + (float4)(0.0f, fp_powers_moved(b, mm).yzw);
+}
+
+/* (m, p_1, p_2, p_3) of the work-item's share of the row x, in FP_CHUNK
+ * blocks as fp_online_row. */
+static FP_INLINE float4 fp_powers_row(__global const float *xr, fp_rowpart p, fp_team tm) {
+  const long T = tm.size;
+  __global const float4 *body = fp_body(xr, p);
+  float4 st = (float4)(-INFINITY, 0.0f, 0.0f, 0.0f);
+  if (p.mine_head)
+    fp_powers_add(xr[tm.lane], &st);
+  if (p.mine_tail)
+    fp_powers_add(xr[p.tail0 + tm.lane], &st);
+  long q = tm.lane;
+  while (q < p.nvec) {
+    const long end = min(p.nvec, q + (FP_CHUNK / 4) * T);
+    float4 ch = (float4)(-INFINITY, 0.0f, 0.0f, 0.0f);
+    for (; q + (FP_STREAM_UNROLL - 1) * T < end; q += FP_STREAM_UNROLL * T) {
+      float4 v[FP_STREAM_UNROLL];
+#pragma unroll
+      for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+        v[u] = body[q + u * T];
+#pragma unroll
+      for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+        fp_powers_add4(v[u], &ch);
+    }
+    for (; q < end; q += T)
+      fp_powers_add4(body[q], &ch);
+    st = fp_powers_merge(st, ch);
+  }
+  return st;
+}
+
+/* 1/sum_j exp(s_j - y), the second softmax's sum shifted by its max y =
+ * 1/p_1, from the row's power sums t = (p_1, p_2, p_3) of n values; 0
+ * where the series' remainder may exceed 2^-24 of the sum or y is NaN
+ * (the test is written so that NaN fails it): the row then sums the exps
+ * itself. */
+static FP_INLINE float fp_second_inv_from_powers(float4 t, float y, long n) {
+  const float y2 = y * y, y3 = y2 * y;
+  if (!(y3 * (2.7182818f / 24.0f) <= (float)n * 0x1p-24f))
+    return 0.0f;
+  const float series = (y3 * t.z * (1.0f / 6.0f) + y2 * t.y * 0.5f) + y * t.x;
+  return exp(y) / ((float)n + series); /* 1/(exp(-y) S) */
 }
 
 /* ---- layernorm's statistics ---------------------------------------------------------
@@ -620,7 +719,10 @@ static FP_INLINE void fp_rc_scale(fp_rowcache *c, float s, fp_rowpart p) {
  * store nothing), then the output (cached or streaming branch). Keeping
  * barriers out of the uniform cached/streaming branches is legal either way,
  * but PoCL 3.1 miscompiles a barrier inside such a branch (rows came out
- * partly unwritten), and it saves barriers.
+ * partly unwritten), and it saves barriers. One exception: double_softmax's
+ * second sum, skipped where the power sums' series holds, behind a branch
+ * uniform over the group (fp_double_softmax_rows), which PoCL 3.1 passes
+ * (test_double_softmax_series, planned and host geometry).
  * Idle work-items point at row 0 (never dereferenced), so that no pointer
  * past the buffer is formed from a row index past M. */
 
@@ -712,19 +814,69 @@ FP_ROWS_KERNELS(softmax, (__global float *out, __global const float *x, long M, 
 
 /* ---- double_softmax_fused ------------------------------------------------------------------- */
 
-/* softmax(softmax(x)), each softmax as in softmax_fused. Streaming: pass 1
- * gives the statistics of x, pass 2 those of y = softmax(x) recomputed on the
- * fly, pass 3 writes softmax(y): three reads, one write (local: passes 2
- * and 3 read lcache, one read of global memory). */
+/* Writes a streamed row's double softmax, exp(y - max2) * inv2, y =
+ * exp(x - max1) * inv1 recomputed, the vectors of x from lc if `from_lc`;
+ * each work-item's vectors last first if `back`: after a single read the
+ * end of the row is the most recently read (the CUDA kernel's order). */
+static FP_INLINE void fp_double_softmax_write(__global float *yr, __global const float *xr,
+                                              fp_rowpart p, fp_team tm, float max1, float inv1,
+                                              float max2, float inv2, __local const float4 *lc,
+                                              int from_lc, int back) {
+  const long T = tm.size;
+  __global const float4 *xb = fp_body(xr, p);
+  __global float4 *yb = fp_body_out(yr, p);
+  if (p.mine_head)
+    yr[tm.lane] = FP_FAST_EXP(FP_FAST_EXP(xr[tm.lane] - max1) * inv1 - max2) * inv2;
+  if (p.mine_tail)
+    yr[p.tail0 + tm.lane] =
+        FP_FAST_EXP(FP_FAST_EXP(xr[p.tail0 + tm.lane] - max1) * inv1 - max2) * inv2;
+  /* k vectors from q on, q += step */
+  long k = tm.lane < p.nvec ? (p.nvec - 1 - tm.lane) / T + 1 : 0;
+  const long step = back ? -T : T;
+  long q = back ? tm.lane + (k - 1) * T : tm.lane;
+  for (; k >= FP_STREAM_UNROLL; k -= FP_STREAM_UNROLL, q += FP_STREAM_UNROLL * step) {
+    float4 v[FP_STREAM_UNROLL];
+#pragma unroll
+    for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+      v[u] = fp_body_at(xb, lc, from_lc, q + u * step);
+#pragma unroll
+    for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+      yb[q + u * step] = FP_FAST_EXP(FP_FAST_EXP(v[u] - max1) * inv1 - max2) * inv2;
+  }
+  for (; k > 0; --k, q += step)
+    yb[q] = FP_FAST_EXP(FP_FAST_EXP(fp_body_at(xb, lc, from_lc, q) - max1) * inv1 - max2) * inv2;
+}
+
+/* softmax(softmax(x)), each softmax as in softmax_fused. Streaming (_stream
+ * and the generic kernel): pass 1 gives the row's max and the power sums of
+ * its first softmax (fp_powers_row), and the second softmax's sum follows
+ * from them where their series holds (fp_second_inv_from_powers): pass 2
+ * writes, backwards, two reads and one write. Otherwise pass 2 sums the
+ * second softmax's exps, y = softmax(x) recomputed on the fly, and pass 3
+ * writes: three reads. The _local kernel (narrow slots:
+ * FP_ROWS_KERNELS_LOCAL_UNUSED) takes the three passes always, the
+ * statistics of x from fp_softmax_stats, passes 2 and 3 reading lcache.
+ * Reductions per streamed row: the max, the power sums in one float4
+ * reduction (fp_team_sum4), and without the series the second sum: 4
+ * barriers or 6, where max, sum, sum took 6. The generic kernel reduces its
+ * cached rows' sum as a float4 too, so that the reductions stay out of the
+ * cached/streaming branches (it spills more: 156 bytes, 36 before; _stream
+ * none, at 64 registers, ptxas sm_90); _cached keeps max, sum, sum of
+ * floats. On an H100 (NVIDIA OpenCL, 2026-11-25, least of three medians,
+ * against three passes): 2048 x 65536 647 -> 504 us, 1024 x 65536 326 ->
+ * 260, 512 x 16384 44.7 -> 38.1, 4096 x 6000 98.9 -> 93.2; 8192 x 8192
+ * 211 -> 216 (its three reads ran at 0.90 of copy bandwidth already) and
+ * 128 x 32768 23.5 -> 23.8 slower. Writing forwards: 2048 x 65536 542 us. */
 static FP_INLINE void fp_double_softmax_rows(__global float *out, __global const float *x, long M,
                                              long N, __local float *slots, __local float *partials,
                                              __local float4 *lcache, const int mode) {
   const fp_team tm = fp_team_of(N);
   const int cached = fp_rows_cached(mode, N, tm);
   const int use_lc = fp_rows_local(mode, N, tm);
+  /* the kernels whose slots are wide (FP_ROWS_DECL_WIDE) take the power sums */
+  const int powers = mode == FP_ROWS_ANY || mode == FP_ROWS_STREAM;
   if (mode == FP_ROWS_CACHED && !cached)
     return; /* the planner broke its rule: outputs stay unwritten, tests see it */
-  const long T = tm.size;
   for (long rb = (long)get_group_id(0); rb * tm.count < M; rb += (long)get_num_groups(0)) {
     long row;
     const int active = fp_team_row(rb, M, tm, &row);
@@ -734,46 +886,55 @@ static FP_INLINE void fp_double_softmax_rows(__global float *out, __global const
     fp_rowcache c;
     if (cached)
       fp_rc_load(&c, xr, p, tm);
-    float max1, inv1;
-    fp_softmax_stats(&c, cached, active, xr, p, tm, lcache, use_lc, slots, partials, &max1, &inv1);
+    float max1, inv1, inv2 = 0.0f; /* inv2 > 0: from the power sums */
+    if (powers) {                  /* a constant of the kernel */
+      float4 st = (float4)(-INFINITY, 0.0f, 0.0f, 0.0f);
+      if (cached)
+        st.x = fp_rc_max(&c, p);
+      else if (active)
+        st = fp_powers_row(xr, p, tm);
+      max1 = fp_team_max(st.x, tm, slots, partials);
+      float4 mine; /* (p_1, p_2, p_3) at the row's max */
+      if (cached) {
+        fp_rc_exp_shift(&c, max1, p);
+        mine = (float4)(fp_rc_sum(&c, p), 0.0f, 0.0f, 0.0f);
+      } else {
+        mine = (float4)(fp_powers_moved(st, max1).yzw, 0.0f);
+      }
+      const float4 t = fp_team_sum4(mine, tm, (__local float4 *)slots, partials);
+      inv1 = 1.0f / t.x;
+      /* The branch on inv2 below holds a barrier, so the series only where
+       * the team is the whole group, whose work-items all hold t: several
+       * rows per group, or idle work-items (a _stream launch off the
+       * planner's geometry), take the three passes. */
+      if (!cached && tm.size == (int)get_local_size(0))
+        inv2 = fp_second_inv_from_powers(t, inv1, N);
+    } else {
+      fp_softmax_stats(&c, cached, active, xr, p, tm, lcache, use_lc, slots, partials, &max1,
+                       &inv1);
+    }
     /* y = softmax(x) has the maximum exp(0) * inv1 = inv1 exactly, so the
      * second softmax is shifted by it without a max-reduction (any shift
      * gives the same softmax; y - inv1 <= 0 keeps exp in range). A row
      * whose softmax is NaN (a NaN, +inf, all -inf) stays NaN. */
     const float max2 = inv1;
-    float s2 = 0.0f;
-    if (cached) {
-      fp_rc_scale(&c, inv1, p); /* the cache holds y = softmax(x) */
-      fp_rc_exp_shift(&c, max2, p);
-      s2 = fp_rc_sum(&c, p);
-    } else if (active) {
-      s2 = fp_stream_second_exp_sum(xr, p, tm, max1, inv1, max2, lcache, use_lc);
+    const int series = inv2 > 0.0f; /* uniform over the group */
+    if (!series) {
+      float s2 = 0.0f;
+      if (cached) {
+        fp_rc_scale(&c, inv1, p); /* the cache holds y = softmax(x) */
+        fp_rc_exp_shift(&c, max2, p);
+        s2 = fp_rc_sum(&c, p);
+      } else if (active) {
+        s2 = fp_stream_second_exp_sum(xr, p, tm, max1, inv1, max2, lcache, use_lc);
+      }
+      inv2 = 1.0f / fp_team_sum(s2, tm, slots, partials);
     }
-    const float inv2 = 1.0f / fp_team_sum(s2, tm, slots, partials);
     if (cached) {
       fp_rc_scale(&c, inv2, p);
       fp_rc_store(yr, &c, p, tm);
     } else if (active) {
-      __global const float4 *xb = fp_body(xr, p);
-      __global float4 *yb = fp_body_out(yr, p);
-      if (p.mine_head)
-        yr[tm.lane] = FP_FAST_EXP(FP_FAST_EXP(xr[tm.lane] - max1) * inv1 - max2) * inv2;
-      if (p.mine_tail)
-        yr[p.tail0 + tm.lane] =
-            FP_FAST_EXP(FP_FAST_EXP(xr[p.tail0 + tm.lane] - max1) * inv1 - max2) * inv2;
-      long q = tm.lane;
-      for (; q + (FP_STREAM_UNROLL - 1) * T < p.nvec; q += FP_STREAM_UNROLL * T) {
-        float4 v[FP_STREAM_UNROLL];
-#pragma unroll
-        for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-          v[u] = fp_body_at(xb, lcache, use_lc, q + u * T);
-#pragma unroll
-        for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-          yb[q + u * T] = FP_FAST_EXP(FP_FAST_EXP(v[u] - max1) * inv1 - max2) * inv2;
-      }
-      for (; q < p.nvec; q += T)
-        yb[q] =
-            FP_FAST_EXP(FP_FAST_EXP(fp_body_at(xb, lcache, use_lc, q) - max1) * inv1 - max2) * inv2;
+      fp_double_softmax_write(yr, xr, p, tm, max1, inv1, max2, inv2, lcache, use_lc, series);
     }
   }
 }
