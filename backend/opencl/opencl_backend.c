@@ -1297,13 +1297,20 @@ static fp_status ocl_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *co
  * The host asks for L = pow2_ceil(N/16) in [32, 1024] and one group per row
  * (ops/primitives.c, fp_rows_range). The plan instead:
  *   - T = that team size for N with L unbounded, capped at 256 (512 for
- *     softmax_backward; 1024 for norm_chain and double_softmax on 4096 rows
- *     or more of 8193..16384 floats; FUSEPORT_OPENCL_ROWS_MAX_GROUP
- *     overrides; less where the device is smaller): rows of up to
- *     256 * 4 * 4 = 4096 floats (8192; 16384) are cached; longer rows
- *     stream, with
- *     L = N / 64 within [256, 1024] (16 float4 per work-item and pass;
- *     1024 for softmax_backward; FUSEPORT_OPENCL_STREAM_GROUP overrides).
+ *     softmax_backward; FUSEPORT_OPENCL_ROWS_MAX_GROUP overrides; less
+ *     where the device is smaller): rows of up to 256 * 4 * 4 = 4096
+ *     floats (8192) are cached; longer rows stream, with
+ *     L = N / 64 within [256, 1024] (16 float4 per work-item and pass),
+ *     at least 512 for the row kernels' rows of more than 8192 floats
+ *     (1024 for softmax_backward; FUSEPORT_OPENCL_STREAM_GROUP overrides).
+ *     Groups of 512 against 256 (and against norm_chain's and
+ *     double_softmax's former teams of 1024 caching 4096 or more rows of
+ *     8193..16384 floats), on an H100 (NVIDIA OpenCL, 2026-11-25, three
+ *     alternating rounds, docs/results/2026-11-25-h100-series/r43-cl-groups/),
+ *     at 512-16384 rows of 10240-16384 floats: double_softmax 1.05-1.64x
+ *     (16384 x 16384 1252 -> 844 us), norm_chain 1.13-1.51x, softmax
+ *     1.09-1.31x, layernorm 1.03-1.35x (16384 x 16384 1059 -> 787);
+ *     softmax_backward lost up to 30% and keeps its own rule.
  *     Measured on an H200 (NVIDIA OpenCL, 2026-11-23, docs/PERF.md), CUDA
  *     time over OpenCL time: a 256-wide streaming group beat a cached
  *     1024-wide team at N = 8192 and 16384 (softmax 0.71 -> 1.01 at
@@ -1396,9 +1403,6 @@ static void plan_rows(const fp_context *ctx, const cl_state *cl, fp_kernel_id id
     cache_cap = 512;
   else if (id == FPK_layernorm_fused)
     cache_cap = FP_CL_MIN_TEAM;
-  else if ((id == FPK_norm_chain_fused || id == FPK_double_softmax_fused) && M >= 4096 &&
-           N > 8192 && N <= 16384)
-    cache_cap = 1024; /* many rows of 8193..16384: a team of 1024 caches them */
   if (cache_cap > max_local)
     cache_cap = max_local;
   const uint32_t vec = horizontal ? FP_CL_HREDUCE_VEC : cl->row_vec;
@@ -1418,7 +1422,9 @@ static void plan_rows(const fp_context *ctx, const cl_state *cl, fp_kernel_id id
     } else if (wide) {
       group = 1024;
     } else {
-      group = 256; /* FP_CL_STREAM_VECTORS per work-item, within [256, 1024] */
+      /* FP_CL_STREAM_VECTORS per work-item, within [256, 1024]; from 512
+       * for the row kernels' rows of more than 8192 floats */
+      group = !horizontal && N > 8192 ? 512 : 256;
       while (group < 1024 && (int64_t)group * 4 * FP_CL_STREAM_VECTORS < N)
         group *= 2;
     }
