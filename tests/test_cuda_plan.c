@@ -483,7 +483,8 @@ static void test_stage_bytes(void **state) {
 }
 
 /* The streaming build keeps rows of at least stream_smem_min_n floats
- * (32769 in these offers; any row under any_length) in shared memory:
+ * (32769 in these offers; rows of more than 16384 in blocks of 512 where
+ * two fit; any row under any_length) in shared memory:
  * ceil(N/4) float4, or the limit rounded down to whole float4; nothing for
  * shorter rows, other builds, kernels that keep nothing, or a limit below
  * one float4. */
@@ -503,6 +504,13 @@ static void test_stream_smem_bytes(void **state) {
       {&reduce_offer_k4, 4096, 32768, H100_LIMIT, false, 0}, /* streamed, but L1 keeps it */
       {&reduce_offer_k4, 4096, 32768, H100_LIMIT, true, 8192u * 16u},
       {&reduce_offer_k4, 66, 16385, H100_LIMIT, false, 0},
+      /* blocks of 512, two per SM, each keeping its whole row */
+      {&reduce_offer_k4, 1024, 24576, H100_LIMIT, false, 6144u * 16u},
+      {&reduce_offer_k4, 200, 20001, H100_LIMIT, false, 5001u * 16u},
+      {&reduce_offer_k4, 200, 20001, 2 * (5001u * 16u + 2048u) - 1, false, 0},
+      {&reduce_offer_k4, 200, 32768, H100_LIMIT, false, 0}, /* two do not fit */
+      {&reduce_offer_k4, 100, 24576, H100_LIMIT, false, 0}, /* blocks of 1024 */
+      {&backward_offer, 1024, 24576, H100_LIMIT, false, 0}, /* keeps nothing */
       {&reduce_offer_k4, 66, 16385, H100_LIMIT, true, 4097u * 16u},
       {&reduce_offer, 1024, 65536, 15, false, 0},
       {&backward_offer, 64, 65536, H100_LIMIT, true, 0},             /* keeps nothing */

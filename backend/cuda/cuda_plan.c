@@ -289,13 +289,31 @@ uint64_t fp_cuda_stage_bytes(const fp_rows_builds *b, const fp_rows_plan *plan, 
   return (uint64_t)b->stage_rows * (uint64_t)b->long_vectors * 16u * plan->block;
 }
 
+/* Two blocks of STREAM_HALF_BLOCK per SM whose whole rows fit in shared
+ * memory together: each block's row, static shared memory (under 1 KiB
+ * here) and the 1 KiB the hardware reserves per block, twice, within the
+ * kernel's limit (on an H100 1 KiB under the SM's 228). */
+enum { HALF_BLOCK_SMEM_OVERHEAD = 2048 };
+
 uint64_t fp_cuda_stream_smem_bytes(const fp_rows_builds *b, const fp_rows_plan *plan, int64_t N,
                                    uint64_t limit, bool any_length) {
-  if (plan->build != FP_ROWS_STREAM || b->stream_smem_min_n <= 0 || N <= 0 ||
-      (!any_length && N < b->stream_smem_min_n))
+  if (plan->build != FP_ROWS_STREAM || b->stream_smem_min_n <= 0 || N <= 0)
     return 0;
   /* a row's split has at most ceil(N/4) float4 (N/4 for an aligned row) */
   const uint64_t row_vectors = (uint64_t)(N + 3) / 4;
+  /* Rows of 16385..~28000 floats in blocks of 512, two per SM: together
+   * they outgrow L1 between passes, but each fits in half the shared
+   * memory. Measured on an H100 (2026-11-25, three alternating rounds,
+   * FUSEPORT_CUDA_STREAM_SMEM=all against the default,
+   * docs/results/2026-11-25-h100-series/r46-smem-half/): layernorm
+   * 4096 x 20480 283 -> 251 us and 1024 x 24576 1.12x, double_softmax
+   * 1.04-1.10x (256-4096 rows of 20480-24576); softmax and norm_chain
+   * within 2%. At N = 32768 two rows do not fit, and keeping them (one
+   * block per SM then) lost up to 31%. */
+  const bool half_rows_fit = plan->block == STREAM_HALF_BLOCK && N > 16384 &&
+                             2 * (row_vectors * 16u + HALF_BLOCK_SMEM_OVERHEAD) <= limit;
+  if (!any_length && !half_rows_fit && N < b->stream_smem_min_n)
+    return 0;
   const uint64_t vectors = limit / 16u < row_vectors ? limit / 16u : row_vectors;
   return vectors * 16u;
 }
