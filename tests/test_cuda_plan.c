@@ -484,7 +484,7 @@ static void test_stage_bytes(void **state) {
 
 /* The streaming build keeps rows of at least stream_smem_min_n floats
  * (32769 in these offers; rows of more than 16384 in blocks of 512 where
- * two fit; any row under any_length) in shared memory:
+ * two fit, from two rows per SM; any row under any_length) in shared memory:
  * ceil(N/4) float4, or the limit rounded down to whole float4; nothing for
  * shorter rows, other builds, kernels that keep nothing, or a limit below
  * one float4. */
@@ -506,8 +506,9 @@ static void test_stream_smem_bytes(void **state) {
       {&reduce_offer_k4, 66, 16385, H100_LIMIT, false, 0},
       /* blocks of 512, two per SM, each keeping its whole row */
       {&reduce_offer_k4, 1024, 24576, H100_LIMIT, false, 6144u * 16u},
-      {&reduce_offer_k4, 200, 20001, H100_LIMIT, false, 5001u * 16u},
-      {&reduce_offer_k4, 200, 20001, 2 * (5001u * 16u + 2048u) - 1, false, 0},
+      {&reduce_offer_k4, 300, 20001, H100_LIMIT, false, 5001u * 16u},
+      {&reduce_offer_k4, 300, 20001, 2 * (5001u * 16u + 2048u) - 1, false, 0},
+      {&reduce_offer_k4, 200, 20001, H100_LIMIT, false, 0}, /* one wave: under two per SM */
       {&reduce_offer_k4, 200, 32768, H100_LIMIT, false, 0}, /* two do not fit */
       {&reduce_offer_k4, 100, 24576, H100_LIMIT, false, 0}, /* blocks of 1024 */
       {&backward_offer, 1024, 24576, H100_LIMIT, false, 0}, /* keeps nothing */
@@ -520,8 +521,8 @@ static void test_stream_smem_bytes(void **state) {
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
     const fp_rows_plan p = plan_for(FP_ROWS_POLICY_TUNED, cases[k].b, cases[k].M, cases[k].N, 8);
-    const uint64_t bytes =
-        fp_cuda_stream_smem_bytes(cases[k].b, &p, cases[k].N, cases[k].limit, cases[k].any_length);
+    const uint64_t bytes = fp_cuda_stream_smem_bytes(cases[k].b, &p, cases[k].N, cases[k].limit,
+                                                     cases[k].any_length, H100_SMS);
     if (bytes != cases[k].bytes)
       fail_msg("M=%lld N=%lld (build %d) limit %llu%s: %llu bytes kept, expected %llu",
                (long long)cases[k].M, (long long)cases[k].N, (int)p.build,

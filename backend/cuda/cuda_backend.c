@@ -763,8 +763,9 @@ static fp_status plan_stream_smem(fp_context *ctx, fp_kernel_id id, const void *
     if (st != FP_OK)
       return st;
   }
-  *shared_bytes = (size_t)fp_cuda_stream_smem_bytes(
-      &s->tuning[id].offer, plan, N, (uint64_t)s->stream_smem_limit[id], s->stream_smem == 2);
+  *shared_bytes = (size_t)fp_cuda_stream_smem_bytes(&s->tuning[id].offer, plan, N,
+                                                    (uint64_t)s->stream_smem_limit[id],
+                                                    s->stream_smem == 2, s->sm_count);
   *attribute_set = *shared_bytes > 0;
   return FP_OK;
 }

@@ -296,7 +296,7 @@ uint64_t fp_cuda_stage_bytes(const fp_rows_builds *b, const fp_rows_plan *plan, 
 enum { HALF_BLOCK_SMEM_OVERHEAD = 2048 };
 
 uint64_t fp_cuda_stream_smem_bytes(const fp_rows_builds *b, const fp_rows_plan *plan, int64_t N,
-                                   uint64_t limit, bool any_length) {
+                                   uint64_t limit, bool any_length, int sm_count) {
   if (plan->build != FP_ROWS_STREAM || b->stream_smem_min_n <= 0 || N <= 0)
     return 0;
   /* a row's split has at most ceil(N/4) float4 (N/4 for an aligned row) */
@@ -309,8 +309,14 @@ uint64_t fp_cuda_stream_smem_bytes(const fp_rows_builds *b, const fp_rows_plan *
    * 4096 x 20480 283 -> 251 us and 1024 x 24576 1.12x, double_softmax
    * 1.04-1.10x (256-4096 rows of 20480-24576); softmax and norm_chain
    * within 2%. At N = 32768 two rows do not fit, and keeping them (one
-   * block per SM then) lost up to 31%. */
-  const bool half_rows_fit = plan->block == STREAM_HALF_BLOCK && N > 16384 &&
+   * block per SM then) lost up to 31%. As the planner's rule, against
+   * d9da24a (r47-smem-half-rule/): double_softmax 1.04-1.15x and layernorm
+   * 1.11-1.19x at 1024-4096 rows of 20480-24576; with fewer rows than two
+   * per SM (one wave of blocks of 512) layernorm 200 x 20001 lost 6% and
+   * norm_chain 2.5%, so only from two rows per SM (the grid is a block per
+   * row). */
+  const bool half_rows_fit = plan->block == STREAM_HALF_BLOCK && N > 16384 && sm_count > 0 &&
+                             plan->grid >= 2 * (uint64_t)sm_count &&
                              2 * (row_vectors * 16u + HALF_BLOCK_SMEM_OVERHEAD) <= limit;
   if (!any_length && !half_rows_fit && N < b->stream_smem_min_n)
     return 0;

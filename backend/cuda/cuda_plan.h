@@ -115,13 +115,14 @@ bool fp_cuda_plan_stage(fp_rows_plan *plan, int resident_with_stage, int residen
  * during a row's first pass and read it from there in the later ones
  * (SmemRow in cuda_kernels.h). It is given that memory for rows of at
  * least stream_smem_min_n floats, for rows of more than 16384 in blocks of
- * 512 where two whole rows fit (two blocks per SM), and for any row the
+ * 512 where two whole rows fit and the grid has two rows per SM (of
+ * sm_count), and for any row the
  * build gets if any_length (a timing knob): the row's ceil(N/4) float4, or the most the kernel may
  * have (limit: the device's opt-in maximum less the kernel's static shared
  * memory) rounded down to whole float4. 0 for shorter rows, other builds, a
  * kernel that keeps nothing, or a limit below one float4. */
 uint64_t fp_cuda_stream_smem_bytes(const fp_rows_builds *builds, const fp_rows_plan *plan,
-                                   int64_t N, uint64_t limit, bool any_length);
+                                   int64_t N, uint64_t limit, bool any_length, int sm_count);
 
 /* FUSEPORT_CUDA_ROW_BUILDS: "tuned" or unset (the default), "block". NULL
  * and anything else give the default; *unknown is set for anything else. */
