@@ -109,20 +109,32 @@ __device__ __forceinline__ float softmax_inv(MaxSum t) {
   return 1.0f / (isfinite(t.m) ? t.s : CUDART_NAN_F);
 }
 
-/* (max, sum) of a row in one streamed read, U float4 loads in flight per
- * thread; the vectors that fit are kept in shared memory (SmemRow). */
-template <int U, class Smem>
-__device__ MaxSum row_max_sum(const float *x_row, const RowSplit &s, const Smem &smem) {
-  MaxSum st = max_sum_empty();
+/* A row's statistics in one streamed read, U float4 loads in flight per
+ * thread: add(st, x) for each head and tail element, add4(st, x) for each
+ * vector, then the block's combine from `empty`; the vectors that fit are
+ * kept in shared memory (SmemRow). */
+template <int U, class State, class Add, class Add4, class Combine, class Smem>
+__device__ __forceinline__ State row_stream_stats(const float *x_row, const RowSplit &s,
+                                                  const Smem &smem, State empty, Add add, Add4 add4,
+                                                  Combine combine) {
+  State st = empty;
   const float *body = x_row + s.head;
   row_stream<U>(
-      s, [&](long long j) { online_add(st, __ldg(x_row + j)); },
+      s, [&](long long j) { add(st, __ldg(x_row + j)); },
       [&](long long v) { return ldg4(body + 4 * v); },
       [&](long long v, float4 x) {
         smem.keep(v, x);
-        online_add4(st, x);
+        add4(st, x);
       });
-  return block_allreduce(st, max_sum_empty(), CombineMaxSum());
+  return block_allreduce(st, empty, combine);
+}
+
+/* (max, sum) of a row in one streamed read. */
+template <int U, class Smem>
+__device__ MaxSum row_max_sum(const float *x_row, const RowSplit &s, const Smem &smem) {
+  return row_stream_stats<U>(
+      x_row, s, smem, max_sum_empty(), [](MaxSum &st, float x) { online_add(st, x); },
+      [](MaxSum &st, float4 x) { online_add4(st, x); }, CombineMaxSum());
 }
 
 /* ---- the power sums of double_softmax's first softmax ----------------------
@@ -204,19 +216,12 @@ __device__ __forceinline__ void powers_add4(MaxPowers &st, float4 x) {
   }
 }
 
-/* (max, power sums) of a row in one streamed read, as row_max_sum. */
+/* (max, power sums) of a row in one streamed read. */
 template <int U, class Smem>
 __device__ MaxPowers row_max_powers(const float *x_row, const RowSplit &s, const Smem &smem) {
-  MaxPowers st = max_powers_empty();
-  const float *body = x_row + s.head;
-  row_stream<U>(
-      s, [&](long long j) { powers_add(st, __ldg(x_row + j)); },
-      [&](long long v) { return ldg4(body + 4 * v); },
-      [&](long long v, float4 x) {
-        smem.keep(v, x);
-        powers_add4(st, x);
-      });
-  return block_allreduce(st, max_powers_empty(), CombineMaxPowers());
+  return row_stream_stats<U>(
+      x_row, s, smem, max_powers_empty(), [](MaxPowers &st, float x) { powers_add(st, x); },
+      [](MaxPowers &st, float4 x) { powers_add4(st, x); }, CombineMaxPowers());
 }
 
 /* 1/sum_j exp(s_j - y), the second softmax's sum shifted by its max y =
