@@ -289,49 +289,68 @@ static void fused_outputs(fp_context *ctx, const fp_problem *p, uint64_t seed, v
   fp_io_free(&io, in, out);
 }
 
-/* OpenCL: FUSEPORT_OPENCL_ROW_LOCAL rejects a bad value, and =0 (the _stream
- * kernels) gives rows of 8191 floats at every alignment bit for bit the
- * results of the default (_local): both run the same loops in the same
- * order, one reading global memory where the other reads the copy in local
- * memory. */
-static void test_opencl_row_local_knob(void **state) {
-  (void)state;
-  FP_REQUIRE_DEVICE();
-  if (fp_env.kind != FP_BACKEND_OPENCL)
-    skip();
+/* OpenCL: the knob `env` rejects the value 2, and =0 gives the fused ops
+ * `names` at M x N (rows at every alignment where N % 4 != 0) bit for bit
+ * the results of the default: both settings run the same arithmetic in the
+ * same order per element, only the loads' source or the order of the
+ * writes differ. */
+static void opencl_knob_matches_default(const char *env, const char *const *names, size_t n_names,
+                                        int64_t M, int64_t N) {
   fp_context_options opts;
   fp_context_options_init(&opts);
   opts.backend = FP_BACKEND_OPENCL;
   opts.platform = getenv("FUSEPORT_OPENCL_PLATFORM");
-  fp_context *stream = NULL;
-  assert_int_equal(setenv("FUSEPORT_OPENCL_ROW_LOCAL", "2", 1), 0);
-  FP_ASSERT_ERR(fp_context_create(&opts, &stream), FP_ERR_INVALID_ARGUMENT,
-                "FUSEPORT_OPENCL_ROW_LOCAL must be 0 or 1");
-  assert_null(stream);
-  assert_int_equal(setenv("FUSEPORT_OPENCL_ROW_LOCAL", "0", 1), 0);
-  FP_ASSERT_OK(fp_context_create(&opts, &stream));
-  assert_int_equal(unsetenv("FUSEPORT_OPENCL_ROW_LOCAL"), 0);
-  const char *names[] = {"softmax", "norm_chain"};
-  for (size_t k = 0; k < sizeof names / sizeof names[0]; ++k) {
+  fp_context *other = NULL;
+  char expected[128];
+  snprintf(expected, sizeof expected, "%s must be 0 or 1", env);
+  assert_int_equal(setenv(env, "2", 1), 0);
+  FP_ASSERT_ERR(fp_context_create(&opts, &other), FP_ERR_INVALID_ARGUMENT, expected);
+  assert_null(other);
+  assert_int_equal(setenv(env, "0", 1), 0);
+  FP_ASSERT_OK(fp_context_create(&opts, &other));
+  assert_int_equal(unsetenv(env), 0);
+  for (size_t k = 0; k < n_names; ++k) {
     const fp_op *op = fp_op_find(names[k]);
     fp_problem p;
     fp_problem_init(&p, op);
-    FP_ASSERT_OK(fp_problem_set_grid(&p, 7, 8191));
+    FP_ASSERT_OK(fp_problem_set_grid(&p, M, N));
     fp_io_desc io;
     op->describe(&p, &io);
     const uint64_t seed = fp_test_next_seed();
     void *a[FP_MAX_TENSORS], *b[FP_MAX_TENSORS];
     fused_outputs(CTX, &p, seed, a);
-    fused_outputs(stream, &p, seed, b);
+    fused_outputs(other, &p, seed, b);
     for (int o = 0; o < io.n_out; ++o) {
       if (memcmp(a[o], b[o], (size_t)fp_tensor_bytes(&io.out[o])) != 0)
-        fail_msg("%s 7x8191 output %s: FUSEPORT_OPENCL_ROW_LOCAL=0 differs from the default",
-                 names[k], io.out[o].name);
+        fail_msg("%s %lldx%lld output %s: %s=0 differs from the default", names[k], (long long)M,
+                 (long long)N, io.out[o].name, env);
       free(a[o]);
       free(b[o]);
     }
   }
-  fp_context_destroy(stream);
+  fp_context_destroy(other);
+}
+
+/* FUSEPORT_OPENCL_ROW_LOCAL=0: the _stream kernels instead of _local, which
+ * read rows of 8191 floats from local memory. */
+static void test_opencl_row_local_knob(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  if (fp_env.kind != FP_BACKEND_OPENCL)
+    skip();
+  const char *const names[] = {"softmax", "norm_chain"};
+  opencl_knob_matches_default("FUSEPORT_OPENCL_ROW_LOCAL", names, 2, 7, 8191);
+}
+
+/* FUSEPORT_OPENCL_STREAM_BACK=0: the _stream kernels instead of
+ * _stream_back, which write rows of 32771 floats last vector first. */
+static void test_opencl_stream_back_knob(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  if (fp_env.kind != FP_BACKEND_OPENCL)
+    skip();
+  const char *const names[] = {"softmax", "norm_chain", "layernorm", "softmax_backward"};
+  opencl_knob_matches_default("FUSEPORT_OPENCL_STREAM_BACK", names, 4, 5, 32771);
 }
 
 /* double_softmax's fused kernel on ctx over the host rows x, M x N, into
@@ -519,6 +538,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_dropout_mask_matches_cpu),
       cmocka_unit_test(test_local_cache_rows),
       cmocka_unit_test(test_opencl_row_local_knob),
+      cmocka_unit_test(test_opencl_stream_back_knob),
       cmocka_unit_test(test_double_softmax_series),
       cmocka_unit_test(test_long_rows),
   };

@@ -53,6 +53,11 @@
  *                                  kernels of softmax and norm_chain
  *                                  (default 1; 0: _stream re-reads them,
  *                                  for timing)
+ *   FUSEPORT_OPENCL_STREAM_BACK=0|1  whether streamed rows of at least
+ *                                  FP_CL_STREAM_BACK_MIN_N floats take the
+ *                                  _stream_back kernels, which write each
+ *                                  work-item's vectors last first (default
+ *                                  1; 0: _stream, for timing)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -116,13 +121,26 @@ static const char *const family_sources[FPF_COUNT] = {
 /* Local memory of a group of a _local kernel: lcache, then slots[] and
  * partials[] (FP_MAX_GROUP floats each). */
 #define FP_CL_LOCAL_ROW_BYTES (16u * FP_CL_LOCAL_ROW_VEC + 8u * FP_CL_MAX_GROUP)
+/* Streamed rows of at least this many floats take the _stream_back kernel
+ * where the program has one (softmax, norm_chain, layernorm and
+ * softmax_backward): its output pass writes each work-item's vectors last
+ * first, so it starts on the end of the row, the part the pass before read
+ * last and the likeliest still in L2. On an H100 (NVIDIA OpenCL,
+ * 2026-11-25, three alternating rounds) from 32768 floats on: softmax,
+ * norm_chain and layernorm 1.06-1.10x (softmax 2048 x 65536 535 -> 489 us),
+ * softmax_backward 1.06-1.10x from 1024 rows (256 x 32768 52.8 -> 55.1 us
+ * slower); at 8192-20001 floats the same order, in the _stream kernels,
+ * lost up to 9% (softmax_backward 4096 x 10240), and _stream keeps its
+ * forward loop. */
+#define FP_CL_STREAM_BACK_MIN_N 32768
 
 /* The specialisations of a row kernel (common.cl, FP_ROWS_KERNELS), by the
  * suffix of their names. */
 typedef enum cl_row_variant {
-  CL_ROW_CACHED = 0, /* _cached: the row in registers */
-  CL_ROW_STREAM,     /* _stream: re-read from global memory for each pass */
-  CL_ROW_LOCAL,      /* _local: streamed once, the later passes from local memory */
+  CL_ROW_CACHED = 0,  /* _cached: the row in registers */
+  CL_ROW_STREAM,      /* _stream: re-read from global memory for each pass */
+  CL_ROW_LOCAL,       /* _local: streamed once, the later passes from local memory */
+  CL_ROW_STREAM_BACK, /* _stream_back: _stream, its output pass last vector first */
   CL_ROW_VARIANTS
 } cl_row_variant;
 
@@ -186,6 +204,7 @@ typedef struct cl_state {
   uint32_t stream_group;   /* FUSEPORT_OPENCL_STREAM_GROUP; 0: plan_rows' rule */
   bool generic_rows;       /* FUSEPORT_OPENCL_ROW_VARIANTS=0 */
   bool row_local;          /* FUSEPORT_OPENCL_ROW_LOCAL (default 1) */
+  bool stream_back;        /* FUSEPORT_OPENCL_STREAM_BACK (default 1) */
   /* CL_DEVICE_LOCAL_MEM_SIZE holds FP_CL_LOCAL_ROW_BYTES; where it does not,
    * the programs are built without their _local kernels */
   bool local_rows_fit;
@@ -631,7 +650,7 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
   const char *variants = getenv("FUSEPORT_OPENCL_ROW_VARIANTS");
   cl->generic_rows = variants != NULL && strcmp(variants, "0") == 0;
   fp_status st = FP_OK;
-  uint32_t row_local = 1;
+  uint32_t row_local = 1, stream_back = 1;
   if (!env_u32("FUSEPORT_OPENCL_ROW_VEC", 1, 8, false, FP_CL_ROW_VEC, &cl->row_vec) ||
       !env_u32("FUSEPORT_OPENCL_ROWS_MAX_GROUP", FP_CL_MIN_TEAM, 1024, true, 0,
                &cl->rows_max_group) ||
@@ -647,7 +666,12 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
     st = fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                       "FUSEPORT_OPENCL_ROW_LOCAL must be 0 or 1 (got '%s')",
                       env_or_unset("FUSEPORT_OPENCL_ROW_LOCAL"));
+  else if (!env_u32("FUSEPORT_OPENCL_STREAM_BACK", 0, 1, false, 1, &stream_back))
+    st = fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                      "FUSEPORT_OPENCL_STREAM_BACK must be 0 or 1 (got '%s')",
+                      env_or_unset("FUSEPORT_OPENCL_STREAM_BACK"));
   cl->row_local = row_local != 0;
+  cl->stream_back = stream_back != 0;
   if (st == FP_OK)
     st = query_device(ctx, cl);
   if (st != FP_OK) {
@@ -1183,7 +1207,8 @@ static fp_status build_family_now(fp_context *ctx, cl_state *cl, fp_kernel_famil
     cl->kernel_group_limit[k] = limit;
   }
   /* the specialisations of the row kernels, where the program has them */
-  static const char *const suffixes[CL_ROW_VARIANTS] = {"_cached", "_stream", "_local"};
+  static const char *const suffixes[CL_ROW_VARIANTS] = {"_cached", "_stream", "_local",
+                                                        "_stream_back"};
   for (int k = 0; k < FPK_COUNT && st == FP_OK; ++k) {
     int m_arg, n_arg;
     if (fp_kernel_family_of((fp_kernel_id)k) != family || cl->kernels[k] == NULL ||
@@ -1446,6 +1471,9 @@ static void plan_rows(const fp_context *ctx, const cl_state *cl, fp_kernel_id id
       N / 4 <= FP_CL_LOCAL_ROW_VEC && cl->row_local && cl->local_rows_fit &&
       cl->row_kernels[id][CL_ROW_LOCAL] != NULL)
     v = CL_ROW_LOCAL;
+  if (v == CL_ROW_STREAM && N >= FP_CL_STREAM_BACK_MIN_N && cl->stream_back &&
+      cl->row_kernels[id][CL_ROW_STREAM_BACK] != NULL)
+    v = CL_ROW_STREAM_BACK;
   cl_kernel variant = cl->row_kernels[id][v];
   if (!cl->generic_rows && variant != NULL)
     *kernel = variant;

@@ -284,7 +284,7 @@ static FP_INLINE int fp_row_cached(long N, fp_team tm) {
 
 /* ---- four kernels per row operator -------------------------------------------------
  * Each row kernel of reduce.cl is written once, as fp_<op>_rows(..., mode),
- * and compiled four times (FP_ROWS_KERNELS):
+ * and compiled once per mode (FP_ROWS_KERNELS):
  *   <op>_fused         mode ANY: chooses the cached or the streaming path at
  *                      run time; correct for any geometry (kernels.def's
  *                      contract, and what the host geometry launches);
@@ -292,6 +292,10 @@ static FP_INLINE int fp_row_cached(long N, fp_team tm) {
  *                      whose rows do not fit returns at once (uniformly,
  *                      before any barrier) and writes nothing;
  *   <op>_fused_stream  mode STREAM: only the streaming path; any geometry;
+ *   <op>_fused_stream_back  mode STREAM_BACK: the same, its output pass
+ *                      writing each work-item's vectors last first
+ *                      (fp_stream_first); softmax, norm_chain, layernorm
+ *                      and softmax_backward, for long rows (plan_rows);
  *   <op>_fused_local   mode LOCAL: the streaming path through a row cache in
  *                      local memory, lcache: the first pass stores the
  *                      vectors it reads there, the later passes read them
@@ -320,6 +324,7 @@ static FP_INLINE int fp_row_cached(long N, fp_team tm) {
 #define FP_ROWS_CACHED 1
 #define FP_ROWS_STREAM 2
 #define FP_ROWS_LOCAL 3
+#define FP_ROWS_STREAM_BACK 4
 
 /* float4 in lcache: 32 KiB, with the 2 * FP_MAX_GROUP floats of slots and
  * partials 40 KiB per group, under the 48 KiB of local memory a kernel may
@@ -393,6 +398,8 @@ static FP_INLINE int fp_rows_local(int mode, long N, fp_team tm) {
   FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, FP_ROWS_DECL_NULL, params, args)                  \
   FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, FP_ROWS_DECL_NULL, params, args)        \
   FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, FP_ROWS_DECL_NULL, params, args)        \
+  FP_ROWS_KERNEL_AS(op##_fused_stream_back, op, FP_ROWS_STREAM_BACK, FP_ROWS_DECL_NULL, params,    \
+                    args)                                                                          \
   FP_ROWS_KERNEL_LOCAL(op, params, args)
 /* double_softmax: written for lcache, built without its _local kernel.
  * Timed on an H100 against _stream (2026-11-23, docs/PERF.md), it ran
@@ -409,7 +416,9 @@ static FP_INLINE int fp_rows_local(int mode, long N, fp_team tm) {
 #define FP_ROWS_KERNELS_NO_LOCAL(op, params, args)                                                 \
   FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, FP_ROWS_DECL_NONE, params, args)                  \
   FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, FP_ROWS_DECL_NONE, params, args)        \
-  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, FP_ROWS_DECL_NONE, params, args)
+  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, FP_ROWS_DECL_NONE, params, args)        \
+  FP_ROWS_KERNEL_AS(op##_fused_stream_back, op, FP_ROWS_STREAM_BACK, FP_ROWS_DECL_NONE, params,    \
+                    args)
 /* layernorm: its scratch is stats[] (fp_team_stats), and it is written for
  * lcache too (its streaming pass stores the row there, the output pass
  * reads it back), built without its _local kernel: timed on an H100
@@ -420,7 +429,9 @@ static FP_INLINE int fp_rows_local(int mode, long N, fp_team tm) {
 #define FP_ROWS_KERNELS_STATS(op, params, args)                                                    \
   FP_ROWS_KERNEL_AS(op##_fused, op, FP_ROWS_ANY, FP_ROWS_DECL_STATS, params, args)                 \
   FP_ROWS_KERNEL_AS(op##_fused_cached, op, FP_ROWS_CACHED, FP_ROWS_DECL_STATS, params, args)       \
-  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, FP_ROWS_DECL_STATS, params, args)
+  FP_ROWS_KERNEL_AS(op##_fused_stream, op, FP_ROWS_STREAM, FP_ROWS_DECL_STATS, params, args)       \
+  FP_ROWS_KERNEL_AS(op##_fused_stream_back, op, FP_ROWS_STREAM_BACK, FP_ROWS_DECL_STATS, params,   \
+                    args)
 
 /* ---- team reductions ---------------------------------------------------------------
  * fp_group_reduce's two-barrier scheme, each team over its own T slots (at
@@ -601,4 +612,15 @@ static FP_INLINE fp_rowpart fp_rowpart_of(long row, long N, fp_team tm, int acti
   p.mine_head = active && tm.lane < p.head;
   p.mine_tail = active && tm.lane < p.tail;
   return p;
+}
+
+/* The output pass of a streamed row (fp_rowpart): work-item lane writes the
+ * vectors lane, lane + T, ... below nvec; *k of them. With `back` it takes
+ * them last first (returns the last, *step = -T): the pass before read the
+ * row forwards, so its end is the most recently read and the likeliest to
+ * be still in L2. The CUDA streaming kernels write that way. */
+static FP_INLINE long fp_stream_first(fp_rowpart p, fp_team tm, int back, long *k, long *step) {
+  *k = tm.lane < p.nvec ? fp_div_narrow(p.nvec - 1 - tm.lane, tm.size) + 1 : 0;
+  *step = back ? -(long)tm.size : (long)tm.size;
+  return back ? tm.lane + (*k - 1) * tm.size : tm.lane;
 }

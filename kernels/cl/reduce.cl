@@ -29,7 +29,10 @@
  *    softmax and norm_chain have one: double_softmax and layernorm are
  *    written for lcache too, but their _local kernels measured slower on
  *    an H100 (FP_ROWS_KERNELS_LOCAL_UNUSED, FP_ROWS_KERNELS_STATS,
- *    common.cl); softmax_backward would need two rows' worth.
+ *    common.cl); softmax_backward would need two rows' worth. The
+ *    _stream_back kernels (rows of 32768 floats or more, plan_rows) write
+ *    each work-item's vectors last first in the output pass
+ *    (fp_stream_first), where the first pass left them in L2.
  * Reductions across the team (common.cl, fp_team_reduce: two barriers and
  * a few back-to-back local loads each) per row: softmax 2 (max, then sum;
  * see fp_softmax_stats), double_softmax 3 (a streamed row 2 where the
@@ -794,18 +797,34 @@ static FP_INLINE void fp_softmax_rows(__global float *out, __global const float 
         yr[tm.lane] = exp(xr[tm.lane] - row_max) * inv;
       if (p.mine_tail)
         yr[p.tail0 + tm.lane] = exp(xr[p.tail0 + tm.lane] - row_max) * inv;
-      long q = tm.lane;
-      for (; q + (FP_STREAM_UNROLL - 1) * T < p.nvec; q += FP_STREAM_UNROLL * T) {
-        float4 v[FP_STREAM_UNROLL];
+      if (mode == FP_ROWS_STREAM_BACK) { /* see fp_stream_first */
+        long k, step;
+        long q = fp_stream_first(p, tm, 1, &k, &step);
+        for (; k >= FP_STREAM_UNROLL; k -= FP_STREAM_UNROLL, q += FP_STREAM_UNROLL * step) {
+          float4 v[FP_STREAM_UNROLL];
 #pragma unroll
-        for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-          v[u] = fp_body_at(xb, lcache, use_lc, q + u * T);
+          for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+            v[u] = xb[q + u * step];
 #pragma unroll
-        for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-          yb[q + u * T] = exp(v[u] - row_max) * inv;
+          for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+            yb[q + u * step] = exp(v[u] - row_max) * inv;
+        }
+        for (; k > 0; --k, q += step)
+          yb[q] = exp(xb[q] - row_max) * inv;
+      } else {
+        long q = tm.lane;
+        for (; q + (FP_STREAM_UNROLL - 1) * T < p.nvec; q += FP_STREAM_UNROLL * T) {
+          float4 v[FP_STREAM_UNROLL];
+#pragma unroll
+          for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+            v[u] = fp_body_at(xb, lcache, use_lc, q + u * T);
+#pragma unroll
+          for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+            yb[q + u * T] = exp(v[u] - row_max) * inv;
+        }
+        for (; q < p.nvec; q += T)
+          yb[q] = exp(fp_body_at(xb, lcache, use_lc, q) - row_max) * inv;
       }
-      for (; q < p.nvec; q += T)
-        yb[q] = exp(fp_body_at(xb, lcache, use_lc, q) - row_max) * inv;
     }
   }
 }
@@ -822,7 +841,6 @@ static FP_INLINE void fp_double_softmax_write(__global float *yr, __global const
                                               fp_rowpart p, fp_team tm, float max1, float inv1,
                                               float max2, float inv2, __local const float4 *lc,
                                               int from_lc, int back) {
-  const long T = tm.size;
   __global const float4 *xb = fp_body(xr, p);
   __global float4 *yb = fp_body_out(yr, p);
   if (p.mine_head)
@@ -830,10 +848,8 @@ static FP_INLINE void fp_double_softmax_write(__global float *yr, __global const
   if (p.mine_tail)
     yr[p.tail0 + tm.lane] =
         FP_FAST_EXP(FP_FAST_EXP(xr[p.tail0 + tm.lane] - max1) * inv1 - max2) * inv2;
-  /* k vectors from q on, q += step */
-  long k = tm.lane < p.nvec ? (p.nvec - 1 - tm.lane) / T + 1 : 0;
-  const long step = back ? -T : T;
-  long q = back ? tm.lane + (k - 1) * T : tm.lane;
+  long k, step;
+  long q = fp_stream_first(p, tm, back, &k, &step);
   for (; k >= FP_STREAM_UNROLL; k -= FP_STREAM_UNROLL, q += FP_STREAM_UNROLL * step) {
     float4 v[FP_STREAM_UNROLL];
 #pragma unroll
@@ -1003,20 +1019,38 @@ static FP_INLINE void fp_softmax_backward_rows(__global float *grad_in,
         dr[tm.lane] = yr[tm.lane] * (gr[tm.lane] - dot);
       if (p.mine_tail)
         dr[p.tail0 + tm.lane] = yr[p.tail0 + tm.lane] * (gr[p.tail0 + tm.lane] - dot);
-      long q = tm.lane;
-      for (; q + (FP_STREAM_UNROLL - 1) * T < p.nvec; q += FP_STREAM_UNROLL * T) {
-        float4 g4[FP_STREAM_UNROLL], y4[FP_STREAM_UNROLL];
+      if (mode == FP_ROWS_STREAM_BACK) { /* see fp_stream_first */
+        long k, step;
+        long q = fp_stream_first(p, tm, 1, &k, &step);
+        for (; k >= FP_STREAM_UNROLL; k -= FP_STREAM_UNROLL, q += FP_STREAM_UNROLL * step) {
+          float4 g4[FP_STREAM_UNROLL], y4[FP_STREAM_UNROLL];
 #pragma unroll
-        for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
-          g4[u] = gb[q + u * T];
-          y4[u] = yb[q + u * T];
+          for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
+            g4[u] = gb[q + u * step];
+            y4[u] = yb[q + u * step];
+          }
+#pragma unroll
+          for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+            db[q + u * step] = y4[u] * (g4[u] - dot);
         }
+        for (; k > 0; --k, q += step)
+          db[q] = yb[q] * (gb[q] - dot);
+      } else {
+        long q = tm.lane;
+        for (; q + (FP_STREAM_UNROLL - 1) * T < p.nvec; q += FP_STREAM_UNROLL * T) {
+          float4 g4[FP_STREAM_UNROLL], y4[FP_STREAM_UNROLL];
 #pragma unroll
-        for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-          db[q + u * T] = y4[u] * (g4[u] - dot);
+          for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
+            g4[u] = gb[q + u * T];
+            y4[u] = yb[q + u * T];
+          }
+#pragma unroll
+          for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+            db[q + u * T] = y4[u] * (g4[u] - dot);
+        }
+        for (; q < p.nvec; q += T)
+          db[q] = yb[q] * (gb[q] - dot);
       }
-      for (; q < p.nvec; q += T)
-        db[q] = yb[q] * (gb[q] - dot);
     }
   }
 }
@@ -1093,18 +1127,33 @@ static FP_INLINE void fp_layernorm_rows(__global float *out, __global float *mea
         const long j = p.tail0 + tm.lane;
         yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
       }
-      long q = tm.lane;
-      for (; q + T < p.nvec; q += 2 * T) {
-        const float4 x0 = fp_body_at(xb, lcache, use_lc, q);
-        const float4 x1 = fp_body_at(xb, lcache, use_lc, q + T);
-        const float4 w0 = fp_load4(wh, q, waligned), w1 = fp_load4(wh, q + T, waligned);
-        const float4 b0 = fp_load4(bh, q, waligned), b1 = fp_load4(bh, q + T, waligned);
-        yb[q] = (x0 - mean) * rstd * w0 + b0;
-        yb[q + T] = (x1 - mean) * rstd * w1 + b1;
+      if (mode == FP_ROWS_STREAM_BACK) { /* see fp_stream_first */
+        long k, step;
+        long q = fp_stream_first(p, tm, 1, &k, &step);
+        for (; k >= 2; k -= 2, q += 2 * step) {
+          const long q1 = q + step;
+          const float4 x0 = xb[q], x1 = xb[q1];
+          const float4 w0 = fp_load4(wh, q, waligned), w1 = fp_load4(wh, q1, waligned);
+          const float4 b0 = fp_load4(bh, q, waligned), b1 = fp_load4(bh, q1, waligned);
+          yb[q] = (x0 - mean) * rstd * w0 + b0;
+          yb[q1] = (x1 - mean) * rstd * w1 + b1;
+        }
+        if (k > 0)
+          yb[q] = (xb[q] - mean) * rstd * fp_load4(wh, q, waligned) + fp_load4(bh, q, waligned);
+      } else {
+        long q = tm.lane;
+        for (; q + T < p.nvec; q += 2 * T) {
+          const float4 x0 = fp_body_at(xb, lcache, use_lc, q);
+          const float4 x1 = fp_body_at(xb, lcache, use_lc, q + T);
+          const float4 w0 = fp_load4(wh, q, waligned), w1 = fp_load4(wh, q + T, waligned);
+          const float4 b0 = fp_load4(bh, q, waligned), b1 = fp_load4(bh, q + T, waligned);
+          yb[q] = (x0 - mean) * rstd * w0 + b0;
+          yb[q + T] = (x1 - mean) * rstd * w1 + b1;
+        }
+        for (; q < p.nvec; q += T)
+          yb[q] = (fp_body_at(xb, lcache, use_lc, q) - mean) * rstd * fp_load4(wh, q, waligned) +
+                  fp_load4(bh, q, waligned);
       }
-      for (; q < p.nvec; q += T)
-        yb[q] = (fp_body_at(xb, lcache, use_lc, q) - mean) * rstd * fp_load4(wh, q, waligned) +
-                fp_load4(bh, q, waligned);
     }
     if (active && tm.lane == 0) {
       mean_out[row] = mean;
@@ -1171,18 +1220,34 @@ static FP_INLINE void fp_norm_chain_rows(__global float *out, __global const flo
         yr[tm.lane] = ((xr[tm.lane] * s1) * s2) * s3;
       if (p.mine_tail)
         yr[p.tail0 + tm.lane] = ((xr[p.tail0 + tm.lane] * s1) * s2) * s3;
-      long q = tm.lane;
-      for (; q + (FP_STREAM_UNROLL - 1) * T < p.nvec; q += FP_STREAM_UNROLL * T) {
-        float4 v[FP_STREAM_UNROLL];
+      if (mode == FP_ROWS_STREAM_BACK) { /* see fp_stream_first */
+        long k, step;
+        long q = fp_stream_first(p, tm, 1, &k, &step);
+        for (; k >= FP_STREAM_UNROLL; k -= FP_STREAM_UNROLL, q += FP_STREAM_UNROLL * step) {
+          float4 v[FP_STREAM_UNROLL];
 #pragma unroll
-        for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-          v[u] = fp_body_at(xb, lcache, use_lc, q + u * T);
+          for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+            v[u] = xb[q + u * step];
 #pragma unroll
-        for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-          yb[q + u * T] = ((v[u] * s1) * s2) * s3;
+          for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+            yb[q + u * step] = ((v[u] * s1) * s2) * s3;
+        }
+        for (; k > 0; --k, q += step)
+          yb[q] = ((xb[q] * s1) * s2) * s3;
+      } else {
+        long q = tm.lane;
+        for (; q + (FP_STREAM_UNROLL - 1) * T < p.nvec; q += FP_STREAM_UNROLL * T) {
+          float4 v[FP_STREAM_UNROLL];
+#pragma unroll
+          for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+            v[u] = fp_body_at(xb, lcache, use_lc, q + u * T);
+#pragma unroll
+          for (int u = 0; u < FP_STREAM_UNROLL; ++u)
+            yb[q + u * T] = ((v[u] * s1) * s2) * s3;
+        }
+        for (; q < p.nvec; q += T)
+          yb[q] = ((fp_body_at(xb, lcache, use_lc, q) * s1) * s2) * s3;
       }
-      for (; q < p.nvec; q += T)
-        yb[q] = ((fp_body_at(xb, lcache, use_lc, q) * s1) * s2) * s3;
     }
   }
 }
