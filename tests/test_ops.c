@@ -332,7 +332,8 @@ static void opencl_knob_matches_default(const char *env, const char *const *name
 }
 
 /* FUSEPORT_OPENCL_ROW_LOCAL=0: the _stream kernels instead of _local, which
- * read rows of 8191 floats from local memory. */
+ * read rows of 8191 floats from local memory, and _stream_back instead of
+ * _local_back, which reads the first vectors of rows of 32771 from there. */
 static void test_opencl_row_local_knob(void **state) {
   (void)state;
   FP_REQUIRE_DEVICE();
@@ -340,6 +341,7 @@ static void test_opencl_row_local_knob(void **state) {
     skip();
   const char *const names[] = {"softmax", "norm_chain"};
   opencl_knob_matches_default("FUSEPORT_OPENCL_ROW_LOCAL", names, 2, 7, 8191);
+  opencl_knob_matches_default("FUSEPORT_OPENCL_ROW_LOCAL", names, 2, 5, 32771);
 }
 
 /* FUSEPORT_OPENCL_STREAM_BACK=0: the _stream kernels instead of

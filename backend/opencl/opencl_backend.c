@@ -50,14 +50,17 @@
  *   FUSEPORT_OPENCL_ROW_LOCAL=0|1  whether streamed rows of 6148 to 8195
  *                                  floats, one per group, go through the
  *                                  local-memory row cache of the _local
- *                                  kernels of softmax and norm_chain
+ *                                  kernels of softmax and norm_chain (and
+ *                                  rows of 32768 or more through that of
+ *                                  _local_back, the first 8192 floats)
  *                                  (default 1; 0: _stream re-reads them,
  *                                  for timing)
  *   FUSEPORT_OPENCL_STREAM_BACK=0|1  whether streamed rows of at least
  *                                  FP_CL_STREAM_BACK_MIN_N floats take the
- *                                  _stream_back kernels, which write each
- *                                  work-item's vectors last first (default
- *                                  1; 0: _stream, for timing)
+ *                                  _stream_back and _local_back kernels,
+ *                                  which write each work-item's vectors
+ *                                  last first (default 1; 0: _stream, for
+ *                                  timing)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -131,7 +134,12 @@ static const char *const family_sources[FPF_COUNT] = {
  * softmax_backward 1.06-1.10x from 1024 rows (256 x 32768 52.8 -> 55.1 us
  * slower); at 8192-20001 floats the same order, in the _stream kernels,
  * lost up to 9% (softmax_backward 4096 x 10240), and _stream keeps its
- * forward loop. */
+ * forward loop. Where the row has its group to itself, softmax and
+ * norm_chain take _local_back instead, which also keeps the row's first
+ * FP_CL_LOCAL_ROW_VEC vectors (the part L2 has most likely lost by the
+ * output pass) in local memory: against _stream_back, same call, 1.09-1.13x
+ * at 32768 floats (norm_chain 4096 x 32768 499 -> 448 us), 1.04-1.06x at
+ * 65536. FUSEPORT_OPENCL_ROW_LOCAL=0 keeps them on _stream_back. */
 #define FP_CL_STREAM_BACK_MIN_N 32768
 
 /* The specialisations of a row kernel (common.cl, FP_ROWS_KERNELS), by the
@@ -141,6 +149,7 @@ typedef enum cl_row_variant {
   CL_ROW_STREAM,      /* _stream: re-read from global memory for each pass */
   CL_ROW_LOCAL,       /* _local: streamed once, the later passes from local memory */
   CL_ROW_STREAM_BACK, /* _stream_back: _stream, its output pass last vector first */
+  CL_ROW_LOCAL_BACK,  /* _local_back: _stream_back, the row's first vectors from local memory */
   CL_ROW_VARIANTS
 } cl_row_variant;
 
@@ -1208,7 +1217,7 @@ static fp_status build_family_now(fp_context *ctx, cl_state *cl, fp_kernel_famil
   }
   /* the specialisations of the row kernels, where the program has them */
   static const char *const suffixes[CL_ROW_VARIANTS] = {"_cached", "_stream", "_local",
-                                                        "_stream_back"};
+                                                        "_stream_back", "_local_back"};
   for (int k = 0; k < FPK_COUNT && st == FP_OK; ++k) {
     int m_arg, n_arg;
     if (fp_kernel_family_of((fp_kernel_id)k) != family || cl->kernels[k] == NULL ||
@@ -1471,9 +1480,13 @@ static void plan_rows(const fp_context *ctx, const cl_state *cl, fp_kernel_id id
       N / 4 <= FP_CL_LOCAL_ROW_VEC && cl->row_local && cl->local_rows_fit &&
       cl->row_kernels[id][CL_ROW_LOCAL] != NULL)
     v = CL_ROW_LOCAL;
-  if (v == CL_ROW_STREAM && N >= FP_CL_STREAM_BACK_MIN_N && cl->stream_back &&
-      cl->row_kernels[id][CL_ROW_STREAM_BACK] != NULL)
-    v = CL_ROW_STREAM_BACK;
+  if (v == CL_ROW_STREAM && N >= FP_CL_STREAM_BACK_MIN_N && cl->stream_back) {
+    if (team == group && cl->row_local && cl->local_rows_fit &&
+        cl->row_kernels[id][CL_ROW_LOCAL_BACK] != NULL)
+      v = CL_ROW_LOCAL_BACK;
+    else if (cl->row_kernels[id][CL_ROW_STREAM_BACK] != NULL)
+      v = CL_ROW_STREAM_BACK;
+  }
   cl_kernel variant = cl->row_kernels[id][v];
   if (!cl->generic_rows && variant != NULL)
     *kernel = variant;

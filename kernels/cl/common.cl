@@ -296,6 +296,10 @@ static FP_INLINE int fp_row_cached(long N, fp_team tm) {
  *                      writing each work-item's vectors last first
  *                      (fp_stream_first); softmax, norm_chain, layernorm
  *                      and softmax_backward, for long rows (plan_rows);
+ *   <op>_fused_local_back  mode LOCAL_BACK: _stream_back, its first pass
+ *                      also storing the row's first FP_LOCAL_ROW_VEC
+ *                      vectors in lcache, which the output pass reads
+ *                      back (fp_rows_local_prefix); softmax and norm_chain;
  *   <op>_fused_local   mode LOCAL: the streaming path through a row cache in
  *                      local memory, lcache: the first pass stores the
  *                      vectors it reads there, the later passes read them
@@ -325,6 +329,7 @@ static FP_INLINE int fp_row_cached(long N, fp_team tm) {
 #define FP_ROWS_STREAM 2
 #define FP_ROWS_LOCAL 3
 #define FP_ROWS_STREAM_BACK 4
+#define FP_ROWS_LOCAL_BACK 5
 
 /* float4 in lcache: 32 KiB, with the 2 * FP_MAX_GROUP floats of slots and
  * partials 40 KiB per group, under the 48 KiB of local memory a kernel may
@@ -347,6 +352,22 @@ static FP_INLINE int fp_rows_cached(int mode, long N, fp_team tm) {
  * row's body fits (it has at most floor(N/4) vectors). Uniform. */
 static FP_INLINE int fp_rows_local(int mode, long N, fp_team tm) {
   return mode == FP_ROWS_LOCAL && tm.size == (int)get_local_size(0) && (N >> 2) <= FP_LOCAL_ROW_VEC;
+}
+
+/* Whether a LOCAL_BACK kernel keeps the first FP_LOCAL_ROW_VEC vectors of
+ * its rows' bodies in lcache: where the team is the whole group, as for
+ * fp_rows_local. A long row's output pass, written last vector first,
+ * finds its end in L2 (the first pass read it last) and its start, the
+ * part L2 has most likely lost, in lcache. Uniform. */
+static FP_INLINE int fp_rows_local_prefix(int mode, fp_team tm) {
+  return mode == FP_ROWS_LOCAL_BACK && tm.size == (int)get_local_size(0);
+}
+
+/* Whether the first pass stores vector q in lcache: `keep` is 0 (never),
+ * 1 (fp_rows_local: every vector) or 2 (fp_rows_local_prefix: the first
+ * FP_LOCAL_ROW_VEC), a constant in each specialisation. */
+static FP_INLINE int fp_keep_at(int keep, long q) {
+  return keep == 1 || (keep == 2 && q < FP_LOCAL_ROW_VEC);
 }
 
 /* The group's reduction scratch is declared in each kernel (OpenCL 1.2
@@ -390,7 +411,8 @@ static FP_INLINE int fp_rows_local(int mode, long N, fp_team tm) {
   }
 #if FP_LOCAL_ROW_VEC > 0
 #define FP_ROWS_KERNEL_LOCAL(op, params, args)                                                     \
-  FP_ROWS_KERNEL_AS(op##_fused_local, op, FP_ROWS_LOCAL, FP_ROWS_DECL_LOCAL, params, args)
+  FP_ROWS_KERNEL_AS(op##_fused_local, op, FP_ROWS_LOCAL, FP_ROWS_DECL_LOCAL, params, args)         \
+  FP_ROWS_KERNEL_AS(op##_fused_local_back, op, FP_ROWS_LOCAL_BACK, FP_ROWS_DECL_LOCAL, params, args)
 #else /* no _local kernels: the backend launches _stream */
 #define FP_ROWS_KERNEL_LOCAL(op, params, args)
 #endif

@@ -32,7 +32,9 @@
  *    common.cl); softmax_backward would need two rows' worth. The
  *    _stream_back kernels (rows of 32768 floats or more, plan_rows) write
  *    each work-item's vectors last first in the output pass
- *    (fp_stream_first), where the first pass left them in L2.
+ *    (fp_stream_first), where the first pass left them in L2; softmax's
+ *    and norm_chain's _local_back kernels also keep the row's first
+ *    FP_LOCAL_ROW_VEC vectors in lcache (fp_rows_local_prefix).
  * Reductions across the team (common.cl, fp_team_reduce: two barriers and
  * a few back-to-back local loads each) per row: softmax 2 (max, then sum;
  * see fp_softmax_stats), double_softmax 3 (a streamed row 2 where the
@@ -171,14 +173,14 @@ static FP_INLINE void fp_online_row(__global const float *xr, fp_rowpart p, fp_t
         v[u] = body[q + u * T];
 #pragma unroll
       for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
-        if (keep)
+        if (fp_keep_at(keep, q + u * T))
           lc[q + u * T] = v[u];
         fp_online_add4(v[u], &cm, &cs);
       }
     }
     for (; q < end; q += T) {
       const float4 a = body[q];
-      if (keep)
+      if (fp_keep_at(keep, q))
         lc[q] = a;
       fp_online_add4(a, &cm, &cs);
     }
@@ -207,14 +209,14 @@ static FP_INLINE float fp_stream_sum(__global const float *xr, fp_rowpart p, fp_
         v[u] = body[q + u * T];
 #pragma unroll
       for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
-        if (keep)
+        if (fp_keep_at(keep, q + u * T))
           lc[q + u * T] = v[u];
         acc[u & 1] += v[u];
       }
     }
     for (; q < end; q += T) {
       const float4 a = body[q];
-      if (keep)
+      if (fp_keep_at(keep, q))
         lc[q] = a;
       acc[0] += a;
     }
@@ -772,6 +774,8 @@ static FP_INLINE void fp_softmax_rows(__global float *out, __global const float 
   const fp_team tm = fp_team_of(N);
   const int cached = fp_rows_cached(mode, N, tm);
   const int use_lc = fp_rows_local(mode, N, tm);
+  /* LOCAL_BACK: the row's first vectors in lcache (fp_rows_local_prefix) */
+  const int prefix_lc = fp_rows_local_prefix(mode, tm), keep_back = prefix_lc ? 2 : 0;
   if (mode == FP_ROWS_CACHED && !cached)
     return; /* the planner broke its rule: outputs stay unwritten, tests see it */
   const long T = tm.size;
@@ -785,8 +789,11 @@ static FP_INLINE void fp_softmax_rows(__global float *out, __global const float 
     if (cached)
       fp_rc_load(&c, xr, p, tm);
     float row_max, inv;
-    fp_softmax_stats(&c, cached, active, xr, p, tm, lcache, use_lc, slots, partials, &row_max,
-                     &inv);
+    fp_softmax_stats(&c, cached, active, xr, p, tm, lcache,
+                     use_lc      ? 1
+                     : prefix_lc ? 2
+                                 : 0,
+                     slots, partials, &row_max, &inv);
     if (cached) {
       fp_rc_scale(&c, inv, p);
       fp_rc_store(yr, &c, p, tm);
@@ -797,20 +804,20 @@ static FP_INLINE void fp_softmax_rows(__global float *out, __global const float 
         yr[tm.lane] = exp(xr[tm.lane] - row_max) * inv;
       if (p.mine_tail)
         yr[p.tail0 + tm.lane] = exp(xr[p.tail0 + tm.lane] - row_max) * inv;
-      if (mode == FP_ROWS_STREAM_BACK) { /* see fp_stream_first */
+      if (mode == FP_ROWS_STREAM_BACK || mode == FP_ROWS_LOCAL_BACK) { /* fp_stream_first */
         long k, step;
         long q = fp_stream_first(p, tm, 1, &k, &step);
         for (; k >= FP_STREAM_UNROLL; k -= FP_STREAM_UNROLL, q += FP_STREAM_UNROLL * step) {
           float4 v[FP_STREAM_UNROLL];
 #pragma unroll
           for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-            v[u] = xb[q + u * step];
+            v[u] = fp_body_at(xb, lcache, fp_keep_at(keep_back, q + u * step), q + u * step);
 #pragma unroll
           for (int u = 0; u < FP_STREAM_UNROLL; ++u)
             yb[q + u * step] = exp(v[u] - row_max) * inv;
         }
         for (; k > 0; --k, q += step)
-          yb[q] = exp(xb[q] - row_max) * inv;
+          yb[q] = exp(fp_body_at(xb, lcache, fp_keep_at(keep_back, q), q) - row_max) * inv;
       } else {
         long q = tm.lane;
         for (; q + (FP_STREAM_UNROLL - 1) * T < p.nvec; q += FP_STREAM_UNROLL * T) {
@@ -1178,6 +1185,8 @@ static FP_INLINE void fp_norm_chain_rows(__global float *out, __global const flo
   const fp_team tm = fp_team_of(N);
   const int cached = fp_rows_cached(mode, N, tm);
   const int use_lc = fp_rows_local(mode, N, tm);
+  /* LOCAL_BACK: the row's first vectors in lcache (fp_rows_local_prefix) */
+  const int prefix_lc = fp_rows_local_prefix(mode, tm), keep_back = prefix_lc ? 2 : 0;
   if (mode == FP_ROWS_CACHED && !cached)
     return; /* the planner broke its rule: outputs stay unwritten, tests see it */
   const long T = tm.size;
@@ -1205,7 +1214,7 @@ static FP_INLINE void fp_norm_chain_rows(__global float *out, __global const flo
       if (cached)
         part = fp_rc_sum(&c, p);
       else if (active && step == 0)
-        part = fp_stream_sum(xr, p, tm, lcache, use_lc);
+        part = fp_stream_sum(xr, p, tm, lcache, use_lc ? 1 : prefix_lc ? 2 : 0);
       s[step] = fp_team_sum(part, tm, slots, partials);
       if (cached)
         fp_rc_scale(&c, s[step], p);
@@ -1220,20 +1229,20 @@ static FP_INLINE void fp_norm_chain_rows(__global float *out, __global const flo
         yr[tm.lane] = ((xr[tm.lane] * s1) * s2) * s3;
       if (p.mine_tail)
         yr[p.tail0 + tm.lane] = ((xr[p.tail0 + tm.lane] * s1) * s2) * s3;
-      if (mode == FP_ROWS_STREAM_BACK) { /* see fp_stream_first */
+      if (mode == FP_ROWS_STREAM_BACK || mode == FP_ROWS_LOCAL_BACK) { /* fp_stream_first */
         long k, step;
         long q = fp_stream_first(p, tm, 1, &k, &step);
         for (; k >= FP_STREAM_UNROLL; k -= FP_STREAM_UNROLL, q += FP_STREAM_UNROLL * step) {
           float4 v[FP_STREAM_UNROLL];
 #pragma unroll
           for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-            v[u] = xb[q + u * step];
+            v[u] = fp_body_at(xb, lcache, fp_keep_at(keep_back, q + u * step), q + u * step);
 #pragma unroll
           for (int u = 0; u < FP_STREAM_UNROLL; ++u)
             yb[q + u * step] = ((v[u] * s1) * s2) * s3;
         }
         for (; k > 0; --k, q += step)
-          yb[q] = ((xb[q] * s1) * s2) * s3;
+          yb[q] = ((fp_body_at(xb, lcache, fp_keep_at(keep_back, q), q) * s1) * s2) * s3;
       } else {
         long q = tm.lane;
         for (; q + (FP_STREAM_UNROLL - 1) * T < p.nvec; q += FP_STREAM_UNROLL * T) {
