@@ -52,7 +52,7 @@
  *                                  local-memory row cache of the _local
  *                                  kernels of softmax and norm_chain (and
  *                                  rows of 32768 or more through that of
- *                                  _local_back, the first 8192 floats)
+ *                                  _local_back, the first 10240 floats)
  *                                  (default 1; 0: _stream re-reads them,
  *                                  for timing)
  *   FUSEPORT_OPENCL_STREAM_BACK=0|1  whether streamed rows of at least
@@ -124,6 +124,9 @@ static const char *const family_sources[FPF_COUNT] = {
 /* Local memory of a group of a _local kernel: lcache, then slots[] and
  * partials[] (FP_MAX_GROUP floats each). */
 #define FP_CL_LOCAL_ROW_BYTES (16u * FP_CL_LOCAL_ROW_VEC + 8u * FP_CL_MAX_GROUP)
+/* ... and of a group of a _local_back kernel, whose lcache holds
+ * FP_PREFIX_ROW_VEC = 1.25 * FP_CL_LOCAL_ROW_VEC float4 (48 KiB in all) */
+#define FP_CL_PREFIX_ROW_BYTES (20u * FP_CL_LOCAL_ROW_VEC + 8u * FP_CL_MAX_GROUP)
 /* Streamed rows of at least this many floats take the _stream_back kernel
  * where the program has one (softmax, norm_chain, layernorm and
  * softmax_backward): its output pass writes each work-item's vectors last
@@ -136,10 +139,12 @@ static const char *const family_sources[FPF_COUNT] = {
  * lost up to 9% (softmax_backward 4096 x 10240), and _stream keeps its
  * forward loop. Where the row has its group to itself, softmax and
  * norm_chain take _local_back instead, which also keeps the row's first
- * FP_CL_LOCAL_ROW_VEC vectors (the part L2 has most likely lost by the
- * output pass) in local memory: against _stream_back, same call, 1.09-1.13x
- * at 32768 floats (norm_chain 4096 x 32768 499 -> 448 us), 1.04-1.06x at
- * 65536. FUSEPORT_OPENCL_ROW_LOCAL=0 keeps them on _stream_back. */
+ * 1.25 * FP_CL_LOCAL_ROW_VEC vectors (the part L2 has most likely lost by
+ * the output pass) in local memory: against _stream_back, same call, with
+ * 8192 floats 1.09-1.13x at 32768 floats (norm_chain 4096 x 32768 499 ->
+ * 448 us), 1.04-1.06x at 65536; 10240 floats (48 KiB of local memory with
+ * the reduction scratch) added 1.025-1.03x and 1.01-1.02x.
+ * FUSEPORT_OPENCL_ROW_LOCAL=0 keeps them on _stream_back. */
 #define FP_CL_STREAM_BACK_MIN_N 32768
 
 /* The specialisations of a row kernel (common.cl, FP_ROWS_KERNELS), by the
@@ -214,7 +219,7 @@ typedef struct cl_state {
   bool generic_rows;       /* FUSEPORT_OPENCL_ROW_VARIANTS=0 */
   bool row_local;          /* FUSEPORT_OPENCL_ROW_LOCAL (default 1) */
   bool stream_back;        /* FUSEPORT_OPENCL_STREAM_BACK (default 1) */
-  /* CL_DEVICE_LOCAL_MEM_SIZE holds FP_CL_LOCAL_ROW_BYTES; where it does not,
+  /* CL_DEVICE_LOCAL_MEM_SIZE holds FP_CL_PREFIX_ROW_BYTES; where it does not,
    * the programs are built without their _local kernels */
   bool local_rows_fit;
 } cl_state;
@@ -687,7 +692,7 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
     release_state(cl);
     return st;
   }
-  cl->local_rows_fit = ctx->info.local_mem_bytes >= FP_CL_LOCAL_ROW_BYTES;
+  cl->local_rows_fit = ctx->info.local_mem_bytes >= FP_CL_PREFIX_ROW_BYTES;
   cl_int err;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)platform, 0};
   cl->context = clCreateContext(props, 1, &device, NULL, NULL, &err);

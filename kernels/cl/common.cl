@@ -297,7 +297,7 @@ static FP_INLINE int fp_row_cached(long N, fp_team tm) {
  *                      (fp_stream_first); softmax, norm_chain, layernorm
  *                      and softmax_backward, for long rows (plan_rows);
  *   <op>_fused_local_back  mode LOCAL_BACK: _stream_back, its first pass
- *                      also storing the row's first FP_LOCAL_ROW_VEC
+ *                      also storing the row's first FP_PREFIX_ROW_VEC
  *                      vectors in lcache, which the output pass reads
  *                      back (fp_rows_local_prefix); softmax and norm_chain;
  *   <op>_fused_local   mode LOCAL: the streaming path through a row cache in
@@ -341,6 +341,9 @@ static FP_INLINE int fp_row_cached(long N, fp_team tm) {
 #ifndef FP_LOCAL_ROW_VEC
 #define FP_LOCAL_ROW_VEC 2048
 #endif
+/* _local_back's prefix: FP_LOCAL_ROW_VEC + 1/4, 40 KiB, with slots and
+ * partials the 48 KiB a kernel may declare on NVIDIA's OpenCL. */
+#define FP_PREFIX_ROW_VEC (FP_LOCAL_ROW_VEC + FP_LOCAL_ROW_VEC / 4)
 
 static FP_INLINE int fp_rows_cached(int mode, long N, fp_team tm) {
   return (mode == FP_ROWS_ANY || mode == FP_ROWS_CACHED) && fp_row_cached(N, tm);
@@ -354,7 +357,7 @@ static FP_INLINE int fp_rows_local(int mode, long N, fp_team tm) {
   return mode == FP_ROWS_LOCAL && tm.size == (int)get_local_size(0) && (N >> 2) <= FP_LOCAL_ROW_VEC;
 }
 
-/* Whether a LOCAL_BACK kernel keeps the first FP_LOCAL_ROW_VEC vectors of
+/* Whether a LOCAL_BACK kernel keeps the first FP_PREFIX_ROW_VEC vectors of
  * its rows' bodies in lcache: where the team is the whole group, as for
  * fp_rows_local. A long row's output pass, written last vector first,
  * finds its end in L2 (the first pass read it last) and its start, the
@@ -365,9 +368,9 @@ static FP_INLINE int fp_rows_local_prefix(int mode, fp_team tm) {
 
 /* Whether the first pass stores vector q in lcache: `keep` is 0 (never),
  * 1 (fp_rows_local: every vector) or 2 (fp_rows_local_prefix: the first
- * FP_LOCAL_ROW_VEC), a constant in each specialisation. */
+ * FP_PREFIX_ROW_VEC), a constant in each specialisation. */
 static FP_INLINE int fp_keep_at(int keep, long q) {
-  return keep == 1 || (keep == 2 && q < FP_LOCAL_ROW_VEC);
+  return keep == 1 || (keep == 2 && q < FP_PREFIX_ROW_VEC);
 }
 
 /* The group's reduction scratch is declared in each kernel (OpenCL 1.2
@@ -392,6 +395,9 @@ static FP_INLINE int fp_keep_at(int keep, long q) {
 #define FP_ROWS_DECL_LOCAL                                                                         \
   FP_ROWS_DECL_NONE;                                                                               \
   __local float4 lcache[FP_LOCAL_ROW_VEC]
+#define FP_ROWS_DECL_PREFIX                                                                        \
+  FP_ROWS_DECL_NONE;                                                                               \
+  __local float4 lcache[FP_PREFIX_ROW_VEC]
 #define FP_ROWS_DECL_NULL                                                                          \
   FP_ROWS_DECL_NONE;                                                                               \
   __local float4 *const lcache = 0
@@ -412,7 +418,8 @@ static FP_INLINE int fp_keep_at(int keep, long q) {
 #if FP_LOCAL_ROW_VEC > 0
 #define FP_ROWS_KERNEL_LOCAL(op, params, args)                                                     \
   FP_ROWS_KERNEL_AS(op##_fused_local, op, FP_ROWS_LOCAL, FP_ROWS_DECL_LOCAL, params, args)         \
-  FP_ROWS_KERNEL_AS(op##_fused_local_back, op, FP_ROWS_LOCAL_BACK, FP_ROWS_DECL_LOCAL, params, args)
+  FP_ROWS_KERNEL_AS(op##_fused_local_back, op, FP_ROWS_LOCAL_BACK, FP_ROWS_DECL_PREFIX, params,    \
+                    args)
 #else /* no _local kernels: the backend launches _stream */
 #define FP_ROWS_KERNEL_LOCAL(op, params, args)
 #endif
