@@ -36,6 +36,30 @@ static float4 fp_gelu_tanh4(float4 v) {
   return (float4)(fp_gelu_tanh(v.x), fp_gelu_tanh(v.y), fp_gelu_tanh(v.z), fp_gelu_tanh(v.w));
 }
 
+/* The flat walk over rows of NQ whole quads (fp_bias_gelu_rows4,
+ * fp_bda_rows4): a work-item's quads are k, k + S, ... (S the global size),
+ * `unroll` of them per step, and of each only its column j = quad mod NQ is
+ * tracked, for a broadcast bias: j0 that of the step's first quad, sj the
+ * column step between its quads, sj_step between steps; each advances by a
+ * conditional subtraction (fp_col_add) instead of a division. */
+typedef struct fp_cols {
+  long j0, sj, sj_step;
+} fp_cols;
+
+static FP_INLINE fp_cols fp_cols_of(long k, long S, long NQ, int unroll) {
+  fp_cols c;
+  c.j0 = fp_mod_narrow(k, NQ);
+  c.sj = fp_mod_narrow(S, NQ);
+  c.sj_step = fp_mod_narrow(unroll * S, NQ);
+  return c;
+}
+
+/* (j + d) mod NQ for j, d < NQ */
+static FP_INLINE long fp_col_add(long j, long d, long NQ) {
+  j += d;
+  return j >= NQ ? j - NQ : j;
+}
+
 /* Rows of whole quads (N % 4 == 0): the M * N/4 quads as one flat range,
  * as pointwise_chain_fused walks them, with only the bias column j = k mod
  * N/4 of quad k tracked (fp_bda_rows4 below does the same with three
@@ -56,17 +80,15 @@ static FP_INLINE void fp_bias_gelu_rows4(__global float *out, __global const flo
   __global const float4 *inp4 = (__global const float4 *)inp;
   __global const float4 *bias4 = (__global const float4 *)bias;
   __global float4 *out4 = (__global float4 *)out;
-  long j0 = fp_mod_narrow(k, NQ);
-  const long sj = fp_mod_narrow(S, NQ), sj_step = fp_mod_narrow(FP_ELEM_UNROLL * S, NQ);
+  fp_cols c = fp_cols_of(k, S, NQ, FP_ELEM_UNROLL);
   for (; k < quads; k += FP_ELEM_UNROLL * S) {
     float4 v[FP_ELEM_UNROLL];
-    long j = j0;
+    long j = c.j0;
 #pragma unroll
     for (int u = 0; u < FP_ELEM_UNROLL; ++u) {
       const long ku = k + u * S;
       v[u] = ku < quads ? inp4[ku] + bias4[j] : (float4)(0.0f);
-      j += sj;
-      j = j >= NQ ? j - NQ : j;
+      j = fp_col_add(j, c.sj, NQ);
     }
 #pragma unroll
     for (int u = 0; u < FP_ELEM_UNROLL; ++u) {
@@ -74,8 +96,7 @@ static FP_INLINE void fp_bias_gelu_rows4(__global float *out, __global const flo
       if (ku < quads)
         out4[ku] = fp_gelu_tanh4(v[u]);
     }
-    j0 += sj_step;
-    j0 = j0 >= NQ ? j0 - NQ : j0;
+    c.j0 = fp_col_add(c.j0, c.sj_step, NQ);
   }
 }
 
@@ -143,18 +164,16 @@ static FP_INLINE void fp_bda_rows4(__global float *out, __global const float *in
   __global const float4 *bias4 = (__global const float4 *)bias;
   __global const float4 *res4 = (__global const float4 *)res;
   __global float4 *out4 = (__global float4 *)out;
-  long j0 = fp_mod_narrow(k, NQ);
-  const long sj = fp_mod_narrow(S, NQ), sj_step = fp_mod_narrow(FP_BDA_UNROLL * S, NQ);
+  fp_cols c = fp_cols_of(k, S, NQ, FP_BDA_UNROLL);
   for (; k < quads; k += FP_BDA_UNROLL * S) {
     float4 v[FP_BDA_UNROLL], rv[FP_BDA_UNROLL];
-    long j = j0;
+    long j = c.j0;
 #pragma unroll
     for (int u = 0; u < FP_BDA_UNROLL; ++u) {
       const long ku = k + u * S;
       v[u] = ku < quads ? inp4[ku] + bias4[j] : (float4)(0.0f);
       rv[u] = ku < quads ? res4[ku] : (float4)(0.0f);
-      j += sj;
-      j = j >= NQ ? j - NQ : j;
+      j = fp_col_add(j, c.sj, NQ);
     }
 #pragma unroll
     for (int u = 0; u < FP_BDA_UNROLL; ++u) {
@@ -168,8 +187,7 @@ static FP_INLINE void fp_bda_rows4(__global float *out, __global const float *in
         out4[ku] = o;
       }
     }
-    j0 += sj_step;
-    j0 = j0 >= NQ ? j0 - NQ : j0;
+    c.j0 = fp_col_add(c.j0, c.sj_step, NQ);
   }
 }
 
