@@ -282,7 +282,7 @@ static FP_INLINE int fp_row_cached(long N, fp_team tm) {
   return (N >> 2) <= (long)tm.size * FP_ROW_VEC;
 }
 
-/* ---- four kernels per row operator -------------------------------------------------
+/* ---- one kernel per mode and row operator -----------------------------------------
  * Each row kernel of reduce.cl is written once, as fp_<op>_rows(..., mode),
  * and compiled once per mode (FP_ROWS_KERNELS):
  *   <op>_fused         mode ANY: chooses the cached or the streaming path at
