@@ -289,21 +289,21 @@ static void fused_outputs(fp_context *ctx, const fp_problem *p, uint64_t seed, v
   fp_io_free(&io, in, out);
 }
 
-/* OpenCL: the knob `env` rejects the value 2, and =0 gives the fused ops
- * `names` at M x N (rows at every alignment where N % 4 != 0) bit for bit
- * the results of the default: both settings run the same arithmetic in the
- * same order per element, only the loads' source or the order of the
+/* OpenCL: the knob `env` rejects the value `bad` with a message that
+ * starts with `expected`, and =0 gives the fused ops `names` at M x N
+ * (rows at every alignment where N % 4 != 0) bit for bit the results of the
+ * default: both settings run the same arithmetic in the same order per
+ * element, only the loads' source, their cache hints or the order of the
  * writes differ. */
-static void opencl_knob_matches_default(const char *env, const char *const *names, size_t n_names,
-                                        int64_t M, int64_t N) {
+static void opencl_knob_rejects_and_matches(const char *env, const char *bad, const char *expected,
+                                            const char *const *names, size_t n_names, int64_t M,
+                                            int64_t N) {
   fp_context_options opts;
   fp_context_options_init(&opts);
   opts.backend = FP_BACKEND_OPENCL;
   opts.platform = getenv("FUSEPORT_OPENCL_PLATFORM");
   fp_context *other = NULL;
-  char expected[128];
-  snprintf(expected, sizeof expected, "%s must be 0 or 1", env);
-  assert_int_equal(setenv(env, "2", 1), 0);
+  assert_int_equal(setenv(env, bad, 1), 0);
   FP_ASSERT_ERR(fp_context_create(&opts, &other), FP_ERR_INVALID_ARGUMENT, expected);
   assert_null(other);
   assert_int_equal(setenv(env, "0", 1), 0);
@@ -331,6 +331,14 @@ static void opencl_knob_matches_default(const char *env, const char *const *name
   fp_context_destroy(other);
 }
 
+/* The 0/1 knobs: 2 is rejected. */
+static void opencl_knob_matches_default(const char *env, const char *const *names, size_t n_names,
+                                        int64_t M, int64_t N) {
+  char expected[128];
+  snprintf(expected, sizeof expected, "%s must be 0 or 1", env);
+  opencl_knob_rejects_and_matches(env, "2", expected, names, n_names, M, N);
+}
+
 /* FUSEPORT_OPENCL_ROW_LOCAL=0: the _stream kernels instead of _local, which
  * read rows of 8191 floats from local memory, and _stream_back instead of
  * _local_back, which reads the first vectors of rows of 32771 from there. */
@@ -353,6 +361,27 @@ static void test_opencl_stream_back_knob(void **state) {
     skip();
   const char *const names[] = {"softmax", "norm_chain", "layernorm", "softmax_backward"};
   opencl_knob_matches_default("FUSEPORT_OPENCL_STREAM_BACK", names, 4, 5, 32771);
+}
+
+/* FUSEPORT_OPENCL_PTX=0: plain loads instead of the inline-PTX cache hints
+ * (kernels/cl/common.cl), which NVIDIA devices build by default and other
+ * devices ignore: the same results bit for bit on rows held in registers
+ * (33 x 1000), rows streamed and written backwards (5 x 32771), and a
+ * 64 x 65537 input, which hreduce_reduce loads evict-first (its window
+ * starts at 2^22 floats) and the elementwise ops evict_last. */
+static void test_opencl_ptx_knob(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  if (fp_env.kind != FP_BACKEND_OPENCL)
+    skip();
+  const char *const rows[] = {"softmax",    "double_softmax",    "softmax_backward", "layernorm",
+                              "norm_chain", "hreduce_pointwise", "hreduce_reduce"};
+  const char *const wide[] = {"hreduce_reduce", "hreduce_pointwise", "pointwise_chain", "bias_gelu",
+                              "bias_dropout_add"};
+  const char *expected = "FUSEPORT_OPENCL_PTX must be 0, 1 or 2";
+  opencl_knob_rejects_and_matches("FUSEPORT_OPENCL_PTX", "3", expected, rows, 7, 33, 1000);
+  opencl_knob_rejects_and_matches("FUSEPORT_OPENCL_PTX", "-1", expected, rows, 7, 5, 32771);
+  opencl_knob_rejects_and_matches("FUSEPORT_OPENCL_PTX", "two", expected, wide, 5, 64, 65537);
 }
 
 /* double_softmax's fused kernel on ctx over the host rows x, M x N, into
@@ -541,6 +570,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_local_cache_rows),
       cmocka_unit_test(test_opencl_row_local_knob),
       cmocka_unit_test(test_opencl_stream_back_knob),
+      cmocka_unit_test(test_opencl_ptx_knob),
       cmocka_unit_test(test_double_softmax_series),
       cmocka_unit_test(test_long_rows),
   };

@@ -61,6 +61,14 @@
  *                                  which write each work-item's vectors
  *                                  last first (default 1; 0: _stream, for
  *                                  timing)
+ *   FUSEPORT_OPENCL_PTX=0|1|2      the L2 cache hints of the kernels on
+ *                                  NVIDIA (inline PTX, kernels/cl/common.cl):
+ *                                  0 none, 1 evict-first loads, 2 also
+ *                                  evict_last (sm_80+). Default: the most
+ *                                  the device takes, and none if its driver
+ *                                  rejects them; set, a build that fails
+ *                                  with them is an error. Other devices
+ *                                  build without them whatever it says
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -88,6 +96,7 @@ static const char *const family_sources[FPF_COUNT] = {
 /* Vendor device queries (cl_nv_device_attribute_query,
  * cl_amd_device_attribute_query), defined here so that no vendor header is
  * needed. */
+#define FP_CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV 0x4000
 #define FP_CL_DEVICE_WARP_SIZE_NV 0x4003
 #define FP_CL_DEVICE_WAVEFRONT_WIDTH_AMD 0x4043
 #define FP_CL_PLATFORM_NOT_FOUND_KHR (-1001)
@@ -205,6 +214,12 @@ typedef struct cl_state {
   cl_command_queue queue;
   uint64_t max_alloc_bytes; /* CL_DEVICE_MAX_MEM_ALLOC_SIZE, for messages */
   bool nv_compiler_options; /* cl_nv_compiler_options */
+  /* The FP_NV_PTX level the programs are built with (kernels/cl/common.cl:
+   * inline-PTX cache hints): the device's (NVIDIA's compiler: 1, and 2 from
+   * compute capability 8.0), capped by FUSEPORT_OPENCL_PTX; 0 elsewhere.
+   * Lowered to 0 for the rest of the context if a program fails to build
+   * with it (a driver whose PTX is older than the hints), and rebuilt. */
+  uint32_t ptx_level;
   cl_timing_mode timing;
   cl_family_state families[FPF_COUNT];
   cl_kernel kernels[FPK_COUNT];         /* NULL: not built yet, or absent */
@@ -626,6 +641,17 @@ static fp_status query_device(fp_context *ctx, cl_state *cl) {
     err = clGetDeviceInfo(cl->device, FP_CL_DEVICE_WAVEFRONT_WIDTH_AMD, sizeof width, &width, NULL);
   info->subgroup_width = (err == CL_SUCCESS && width != 0) ? width : 1;
   cl->nv_compiler_options = has_extension(text, "cl_nv_compiler_options");
+  /* Inline PTX is NVIDIA's compiler's; the L2 cache policies of level 2
+   * need sm_80. A device that does not answer gets level 1 (PTX 2.0). */
+  uint32_t ptx_device = 0;
+  if (cl->nv_compiler_options && has_extension(text, "cl_nv_device_attribute_query")) {
+    cl_uint cc_major = 0;
+    err = clGetDeviceInfo(cl->device, FP_CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof cc_major,
+                          &cc_major, NULL);
+    ptx_device = err == CL_SUCCESS && cc_major >= 8 ? 2 : 1;
+  }
+  if (cl->ptx_level > ptx_device)
+    cl->ptx_level = ptx_device;
   free(text);
   return FP_OK;
 }
@@ -665,6 +691,7 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
   cl->generic_rows = variants != NULL && strcmp(variants, "0") == 0;
   fp_status st = FP_OK;
   uint32_t row_local = 1, stream_back = 1;
+  cl->ptx_level = 2; /* capped by the device in query_device */
   if (!env_u32("FUSEPORT_OPENCL_ROW_VEC", 1, 8, false, FP_CL_ROW_VEC, &cl->row_vec) ||
       !env_u32("FUSEPORT_OPENCL_ROWS_MAX_GROUP", FP_CL_MIN_TEAM, 1024, true, 0,
                &cl->rows_max_group) ||
@@ -684,6 +711,10 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
     st = fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                       "FUSEPORT_OPENCL_STREAM_BACK must be 0 or 1 (got '%s')",
                       env_or_unset("FUSEPORT_OPENCL_STREAM_BACK"));
+  else if (!env_u32("FUSEPORT_OPENCL_PTX", 0, 2, false, 2, &cl->ptx_level))
+    st = fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                      "FUSEPORT_OPENCL_PTX must be 0, 1 or 2 (got '%s')",
+                      env_or_unset("FUSEPORT_OPENCL_PTX"));
   cl->row_local = row_local != 0;
   cl->stream_back = stream_back != 0;
   if (st == FP_OK)
@@ -1159,9 +1190,13 @@ static fp_status build_family_now(fp_context *ctx, cl_state *cl, fp_kernel_famil
   /* Without the local memory of a _local kernel, a device may fail the
    * whole program's build (NVIDIA's ptxas rejects a kernel that declares
    * more than the limit), so its programs have none. */
-  snprintf(options, sizeof options, "%s -DFP_ROW_VEC=%u%s%s%s%s", FP_CL_BUILD_OPTIONS, cl->row_vec,
-           cl->local_rows_fit ? "" : " -DFP_LOCAL_ROW_VEC=0",
-           cl->nv_compiler_options ? FP_CL_NV_BUILD_OPTIONS : "",
+  const uint32_t ptx_level = cl->ptx_level;
+  char ptx_option[32] = "";
+  if (ptx_level > 0)
+    snprintf(ptx_option, sizeof ptx_option, " -DFP_NV_PTX=%u", ptx_level);
+  snprintf(options, sizeof options, "%s -DFP_ROW_VEC=%u%s%s%s%s%s", FP_CL_BUILD_OPTIONS,
+           cl->row_vec, cl->local_rows_fit ? "" : " -DFP_LOCAL_ROW_VEC=0",
+           cl->nv_compiler_options ? FP_CL_NV_BUILD_OPTIONS : "", ptx_option,
            extra != NULL && *extra != '\0' ? " " : "", extra != NULL ? extra : "");
 
   const char *source = family_sources[family];
@@ -1283,6 +1318,16 @@ static fp_status ensure_family(fp_context *ctx, cl_state *cl, fp_kernel_family f
   if (!fam->attempted) {
     fam->attempted = true;
     fam->status = build_family_now(ctx, cl, family);
+    /* The cache hints are inline PTX, which a driver older than the hints
+     * rejects: unless FUSEPORT_OPENCL_PTX asked for them, build without,
+     * from here on (FUSEPORT_OPENCL_BUILD_LOG keeps the failed build's log). */
+    const char *asked = getenv("FUSEPORT_OPENCL_PTX");
+    if (fam->status == FP_ERR_BUILD && cl->ptx_level > 0 && (asked == NULL || *asked == '\0')) {
+      free(fam->message);
+      fam->message = NULL;
+      cl->ptx_level = 0;
+      fam->status = build_family_now(ctx, cl, family);
+    }
   }
   return fam->status;
 }

@@ -80,6 +80,48 @@ static void fp_walk_next(fp_pos *pos, long N, long di, long dj) {
     pos[u] = fp_pos_advance(pos[u], N, di, dj);
 }
 
+/* ---- L2 cache hints on NVIDIA (inline PTX) ---------------------------------------
+ * NVIDIA's OpenCL compiler takes inline PTX (asm), as its CUDA compiler
+ * does, which gives OpenCL C the cache hints the CUDA kernels use
+ * (backend/cuda/cuda_kernels.h). The backend defines FP_NV_PTX on NVIDIA
+ * devices only (FUSEPORT_OPENCL_PTX picks the level; every other device,
+ * PoCL included, builds the plain loads below):
+ *   1  fp_ld4_first: ld.global.cs, lines marked evict-first (PTX 2.0), for a
+ *      stream read once that should displace its own lines rather than
+ *      what the L2 held before the kernel (CUDA's ldcs4);
+ *   2  also fp_ld4_keep: evict_last in L1 and L2 through an L2 cache
+ *      policy (createpolicy; PTX ISA 7.4, sm_80 and later), for a row's
+ *      first read where a later pass reads it again and for the inputs of
+ *      one-pass kernels (CUDA's ldg4; reduce.cl says where each is used).
+ * The loads are volatile asm, so the compiler never moves them across the
+ * kernel's stores; each still issues at once, several in flight. p is a
+ * 16-byte aligned global address that the kernel does not write before
+ * reading it. */
+#if defined(FP_NV_PTX) && FP_NV_PTX >= 1
+static FP_INLINE float4 fp_ld4_first(__global const float4 *p) {
+  float x, y, z, w;
+  asm volatile("ld.global.cs.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(x), "=f"(y), "=f"(z), "=f"(w)
+               : "l"(p));
+  return (float4)(x, y, z, w);
+}
+#else
+#define fp_ld4_first(p) (*(p))
+#endif
+#if defined(FP_NV_PTX) && FP_NV_PTX >= 2
+static FP_INLINE float4 fp_ld4_keep(__global const float4 *p) {
+  float x, y, z, w;
+  asm volatile("{\n\t.reg .b64 pol;\n\t"
+               "createpolicy.fractional.L2::evict_last.b64 pol, 1.0;\n\t"
+               "ld.global.L1::evict_last.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], pol;\n\t}"
+               : "=f"(x), "=f"(y), "=f"(z), "=f"(w)
+               : "l"(p));
+  return (float4)(x, y, z, w);
+}
+#else
+#define fp_ld4_keep(p) (*(p))
+#endif
+
 /* ---- float4 helpers -------------------------------------------------------------- */
 
 static FP_INLINE float fp_hsum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
