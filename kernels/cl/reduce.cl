@@ -121,6 +121,34 @@ static FP_INLINE float4 fp_load4(__global const float *base, long q, int aligned
   return aligned ? ((__global const float4 *)base)[q] : vload4(q, base);
 }
 
+/* Cache hints of a streamed row's reads (common.cl; plain loads where the
+ * backend did not define FP_NV_PTX, i.e. off NVIDIA):
+ *  - fp_ld4_pass1, the first read of a row that a later pass reads again:
+ *    evict_last (fp_ld4_keep), as the CUDA kernels' ldg4, so that the lines
+ *    outrank the output's and the flush's for the reread. -DFP_KEEP_STREAM=0
+ *    loads them plainly;
+ *  - fp_ld4_last_read, the output pass's read of the row, after which no pass
+ *    reads it: evict-first (fp_ld4_first) with fp_ld4_keep's level, so that
+ *    the lines it is done with go before the first-pass lines still to be
+ *    reread; -DFP_LAST_READ_EVICT_FIRST=0 loads them plainly.
+ * On an H100 (NVIDIA OpenCL, 2026-11-26, docs/results/2026-11-26-h100-cl-ptx/,
+ * two rounds, the better median of each) against plain loads: cells of
+ * 8-32 MiB 1.10-1.11x (geometric mean per op; softmax 1024 x 1024 10.5 ->
+ * 8.8 us), cells of 64 MiB-1.5 GiB 1.04-1.09x (softmax 2048 x 65536 455 ->
+ * 398 us, softmax_backward 4096 x 32768 681 -> 561); the first-pass hint
+ * alone gave 1.01-1.04x on the large cells. */
+#if !defined(FP_KEEP_STREAM) || FP_KEEP_STREAM
+#define fp_ld4_pass1(p) fp_ld4_keep(p)
+#else
+#define fp_ld4_pass1(p) (*(p))
+#endif
+#if defined(FP_NV_PTX) && FP_NV_PTX >= 2 &&                                                        \
+    (!defined(FP_LAST_READ_EVICT_FIRST) || FP_LAST_READ_EVICT_FIRST)
+#define fp_ld4_last_read(p) fp_ld4_first(p)
+#else
+#define fp_ld4_last_read(p) (*(p))
+#endif
+
 /* ---- streaming passes ----------------------------------------------------------------
  * A work-item visits its vectors q = lane, lane+T, ... in chunks of
  * FP_CHUNK / 4 vectors: inside a chunk, float4 accumulators take the vectors
@@ -149,7 +177,7 @@ static FP_INLINE float4 fp_load4(__global const float *base, long q, int aligned
  * from global memory. */
 static FP_INLINE float4 fp_body_at(__global const float4 *body, __local const float4 *lc,
                                    int from_lc, long q) {
-  return from_lc ? lc[q] : body[q];
+  return from_lc ? lc[q] : fp_ld4_last_read(body + q);
 }
 
 /* Online statistics (m, s) of the work-item's share of the row x; stores
@@ -170,7 +198,7 @@ static FP_INLINE void fp_online_row(__global const float *xr, fp_rowpart p, fp_t
       float4 v[FP_STREAM_UNROLL];
 #pragma unroll
       for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-        v[u] = body[q + u * T];
+        v[u] = fp_ld4_pass1(body + q + u * T);
 #pragma unroll
       for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
         if (fp_keep_at(keep, q + u * T))
@@ -179,7 +207,7 @@ static FP_INLINE void fp_online_row(__global const float *xr, fp_rowpart p, fp_t
       }
     }
     for (; q < end; q += T) {
-      const float4 a = body[q];
+      const float4 a = fp_ld4_pass1(body + q);
       if (fp_keep_at(keep, q))
         lc[q] = a;
       fp_online_add4(a, &cm, &cs);
@@ -206,7 +234,7 @@ static FP_INLINE float fp_stream_sum(__global const float *xr, fp_rowpart p, fp_
       float4 v[FP_STREAM_UNROLL];
 #pragma unroll
       for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-        v[u] = body[q + u * T];
+        v[u] = fp_ld4_pass1(body + q + u * T);
 #pragma unroll
       for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
         if (fp_keep_at(keep, q + u * T))
@@ -215,7 +243,7 @@ static FP_INLINE float fp_stream_sum(__global const float *xr, fp_rowpart p, fp_
       }
     }
     for (; q < end; q += T) {
-      const float4 a = body[q];
+      const float4 a = fp_ld4_pass1(body + q);
       if (fp_keep_at(keep, q))
         lc[q] = a;
       acc[0] += a;
@@ -338,13 +366,13 @@ static FP_INLINE float4 fp_powers_row(__global const float *xr, fp_rowpart p, fp
       float4 v[FP_STREAM_UNROLL];
 #pragma unroll
       for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-        v[u] = body[q + u * T];
+        v[u] = fp_ld4_pass1(body + q + u * T);
 #pragma unroll
       for (int u = 0; u < FP_STREAM_UNROLL; ++u)
         fp_powers_add4(v[u], &ch);
     }
     for (; q < end; q += T)
-      fp_powers_add4(body[q], &ch);
+      fp_powers_add4(fp_ld4_pass1(body + q), &ch);
     st = fp_powers_merge(st, ch);
   }
   return st;
@@ -505,15 +533,24 @@ static float4 fp_team_stats(float4 mine, fp_team tm, __local float4 *stats) {
   return total;
 }
 
+/* layernorm's streamed x is loaded evict_last (fp_ld4_pass1) only up to
+ * this many floats, the CUDA kernel's rule (kLayerNormKeepFloats in
+ * kernels/cu/reduce.cu): where x is larger than the L2, the first pass's
+ * evict_last lines crowd out the ones the second pass is about to reread. */
+#ifndef FP_LAYERNORM_KEEP_FLOATS
+#define FP_LAYERNORM_KEEP_FLOATS (1L << 23)
+#endif
+
 /* The statistics of the work-item's share of the row x, in one read;
- * stores its vectors in lc if `keep`. Each group of FP_STREAM_UNROLL
+ * stores its vectors in lc if `keep`, loads them evict_last if `keep_l2`
+ * (fp_ld4_pass1). Each group of FP_STREAM_UNROLL
  * vectors loaded at once is summarised in registers (its mean as the
  * centre, the moments about it) and merged into the total: a division per
  * 16 elements. The total's sum is n * C + e, e the deviations from C: no
  * accumulator takes thousands of terms of the row's magnitude, so the
  * FP_CHUNK blocking of the sums is not needed. */
 static FP_INLINE float4 fp_stream_stats(__global const float *xr, fp_rowpart p, fp_team tm,
-                                        __local float4 *lc, int keep) {
+                                        __local float4 *lc, int keep, int keep_l2) {
   const long T = tm.size;
   __global const float4 *body = fp_body(xr, p);
   float4 total = (float4)(0.0f);
@@ -526,7 +563,7 @@ static FP_INLINE float4 fp_stream_stats(__global const float *xr, fp_rowpart p, 
     float4 v[FP_STREAM_UNROLL];
 #pragma unroll
     for (int u = 0; u < FP_STREAM_UNROLL; ++u)
-      v[u] = body[q + u * T];
+      v[u] = keep_l2 ? fp_ld4_pass1(body + q + u * T) : body[q + u * T];
     float4 acc = (float4)(0.0f);
 #pragma unroll
     for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
@@ -546,7 +583,7 @@ static FP_INLINE float4 fp_stream_stats(__global const float *xr, fp_rowpart p, 
                            (float4)((float)(4 * FP_STREAM_UNROLL), c, fp_hsum4(e), fp_hsum4(sq)));
   }
   for (; q < p.nvec; q += T) {
-    const float4 a = body[q];
+    const float4 a = keep_l2 ? fp_ld4_pass1(body + q) : body[q];
     if (keep)
       lc[q] = a;
     const float c = fp_hsum4(a) * 0.25f;
@@ -575,15 +612,15 @@ static float fp_stream_dot(__global const float *ar, __global const float *br, f
       float4 x[FP_STREAM_UNROLL], y[FP_STREAM_UNROLL];
 #pragma unroll
       for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
-        x[u] = a4[q + u * T];
-        y[u] = b4[q + u * T];
+        x[u] = fp_ld4_pass1(a4 + q + u * T);
+        y[u] = fp_ld4_pass1(b4 + q + u * T);
       }
 #pragma unroll
       for (int u = 0; u < FP_STREAM_UNROLL; ++u)
         acc[u & 1] += x[u] * y[u];
     }
     for (; q < end; q += T)
-      acc[0] += a4[q] * b4[q];
+      acc[0] += fp_ld4_pass1(a4 + q) * fp_ld4_pass1(b4 + q);
     total += fp_hsum4(acc[0] + acc[1]);
   }
   return total;
@@ -610,7 +647,7 @@ static FP_INLINE void fp_rc_load(fp_rowcache *c, __global const float *xr, fp_ro
   for (int k = 0; k < FP_ROW_VEC; ++k, q += tm.size) {
     if (k >= p.cnt)
       continue;
-    c->v[k] = *q;
+    c->v[k] = fp_ld4_keep(q);
   }
   c->h = p.mine_head ? xr[tm.lane] : 0.0f;
   c->t = p.mine_tail ? xr[p.tail0 + tm.lane] : 0.0f;
@@ -1033,30 +1070,30 @@ static FP_INLINE void fp_softmax_backward_rows(__global float *grad_in,
           float4 g4[FP_STREAM_UNROLL], y4[FP_STREAM_UNROLL];
 #pragma unroll
           for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
-            g4[u] = gb[q + u * step];
-            y4[u] = yb[q + u * step];
+            g4[u] = fp_ld4_last_read(gb + q + u * step);
+            y4[u] = fp_ld4_last_read(yb + q + u * step);
           }
 #pragma unroll
           for (int u = 0; u < FP_STREAM_UNROLL; ++u)
             db[q + u * step] = y4[u] * (g4[u] - dot);
         }
         for (; k > 0; --k, q += step)
-          db[q] = yb[q] * (gb[q] - dot);
+          db[q] = fp_ld4_last_read(yb + q) * (fp_ld4_last_read(gb + q) - dot);
       } else {
         long q = tm.lane;
         for (; q + (FP_STREAM_UNROLL - 1) * T < p.nvec; q += FP_STREAM_UNROLL * T) {
           float4 g4[FP_STREAM_UNROLL], y4[FP_STREAM_UNROLL];
 #pragma unroll
           for (int u = 0; u < FP_STREAM_UNROLL; ++u) {
-            g4[u] = gb[q + u * T];
-            y4[u] = yb[q + u * T];
+            g4[u] = fp_ld4_last_read(gb + q + u * T);
+            y4[u] = fp_ld4_last_read(yb + q + u * T);
           }
 #pragma unroll
           for (int u = 0; u < FP_STREAM_UNROLL; ++u)
             db[q + u * T] = y4[u] * (g4[u] - dot);
         }
         for (; q < p.nvec; q += T)
-          db[q] = yb[q] * (gb[q] - dot);
+          db[q] = fp_ld4_last_read(yb + q) * (fp_ld4_last_read(gb + q) - dot);
       }
     }
   }
@@ -1105,7 +1142,7 @@ static FP_INLINE void fp_layernorm_rows(__global float *out, __global float *mea
       fp_rc_load(&c, xr, p, tm);
       mine = fp_rc_stats(&c, p);
     } else if (active) {
-      mine = fp_stream_stats(xr, p, tm, lcache, use_lc);
+      mine = fp_stream_stats(xr, p, tm, lcache, use_lc, M * N <= FP_LAYERNORM_KEEP_FLOATS);
     }
     const float4 st = fp_team_stats(mine, tm, stats); /* n = N: (N, C, e, q) */
     const float mean = isfinite(st.y) ? st.y + st.z / (float)N : st.y;
@@ -1139,14 +1176,15 @@ static FP_INLINE void fp_layernorm_rows(__global float *out, __global float *mea
         long q = fp_stream_first(p, tm, 1, &k, &step);
         for (; k >= 2; k -= 2, q += 2 * step) {
           const long q1 = q + step;
-          const float4 x0 = xb[q], x1 = xb[q1];
+          const float4 x0 = fp_ld4_last_read(xb + q), x1 = fp_ld4_last_read(xb + q1);
           const float4 w0 = fp_load4(wh, q, waligned), w1 = fp_load4(wh, q1, waligned);
           const float4 b0 = fp_load4(bh, q, waligned), b1 = fp_load4(bh, q1, waligned);
           yb[q] = (x0 - mean) * rstd * w0 + b0;
           yb[q1] = (x1 - mean) * rstd * w1 + b1;
         }
         if (k > 0)
-          yb[q] = (xb[q] - mean) * rstd * fp_load4(wh, q, waligned) + fp_load4(bh, q, waligned);
+          yb[q] = (fp_ld4_last_read(xb + q) - mean) * rstd * fp_load4(wh, q, waligned) +
+                  fp_load4(bh, q, waligned);
       } else {
         long q = tm.lane;
         for (; q + T < p.nvec; q += 2 * T) {
