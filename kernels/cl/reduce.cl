@@ -130,13 +130,15 @@ static FP_INLINE float4 fp_load4(__global const float *base, long q, int aligned
  *  - fp_ld4_last_read, the output pass's read of the row, after which no pass
  *    reads it: evict-first (fp_ld4_first) with fp_ld4_keep's level, so that
  *    the lines it is done with go before the first-pass lines still to be
- *    reread; -DFP_LAST_READ_EVICT_FIRST=0 loads them plainly.
- * On an H100 (NVIDIA OpenCL, 2026-11-26, docs/results/2026-11-26-h100-cl-ptx/,
- * two rounds, the better median of each) against plain loads: cells of
- * 8-32 MiB 1.10-1.11x (geometric mean per op; softmax 1024 x 1024 10.5 ->
- * 8.8 us), cells of 64 MiB-1.5 GiB 1.04-1.09x (softmax 2048 x 65536 455 ->
- * 398 us, softmax_backward 4096 x 32768 681 -> 561); the first-pass hint
- * alone gave 1.01-1.04x on the large cells. */
+ *    reread; -DFP_LAST_READ_EVICT_FIRST=0 loads them plainly. (fp_body_at
+ *    also serves double_softmax's middle pass where its power series does
+ *    not hold, a rare row whose third pass then rereads from memory.)
+ * On an H100 (NVIDIA OpenCL, 2026-11-26, docs/results/2026-11-26-h100-cl-ptx/
+ * r2, two alternating rounds) against plain loads: cells of 8-48 MiB
+ * 1.12-1.13x (geometric mean per op; softmax 1024 x 1024 10.5 -> 8.8 us),
+ * cells of 64 MiB-1.5 GiB 1.04-1.09x (softmax 2048 x 65536 460 -> 401 us,
+ * softmax_backward 4096 x 32768 692 -> 565); in r1 the first-pass hint alone
+ * gave 1.01-1.04x on the large cells. */
 #if !defined(FP_KEEP_STREAM) || FP_KEEP_STREAM
 #define fp_ld4_pass1(p) fp_ld4_keep(p)
 #else
