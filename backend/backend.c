@@ -116,6 +116,9 @@ fp_status fp_context_create(const fp_context_options *opts, fp_context **out) {
   }
   if (ctx->device_mem_limit == 0)
     ctx->device_mem_limit = ctx->info.global_mem_bytes;
+  ctx->info.backend = opts->backend;
+  if (ctx->info.local_mem_optin_bytes < ctx->info.local_mem_bytes)
+    ctx->info.local_mem_optin_bytes = ctx->info.local_mem_bytes;
   ctx->mem_limit = opts->mem_limit_bytes != 0 ? opts->mem_limit_bytes : ctx->device_mem_limit;
   *out = ctx;
   return FP_OK;
@@ -471,6 +474,8 @@ fp_ndrange fp_ndrange_2d(uint64_t groups_x, uint32_t local_x, uint64_t groups_y,
   return nd;
 }
 
+fp_ndrange fp_planned_range(void) { return fp_ndrange_1d(1, 1); }
+
 static fp_status check_ndrange(fp_context *ctx, const char *kname, const fp_ndrange *nd) {
   if (nd == NULL)
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT, "launch of '%s': ndrange is NULL", kname);
@@ -495,6 +500,51 @@ static fp_status check_ndrange(fp_context *ctx, const char *kname, const fp_ndra
 
 #define FP_MAX_KERNEL_ARGS 32
 
+char fp_dtype_arg_letter(fp_dtype dtype) {
+  switch (dtype) {
+  case FP_F32:
+    return (char)FP_ARG_BUFFER;
+  case FP_F16:
+    return (char)FP_ARG_BUF_F16;
+  case FP_BF16:
+    return (char)FP_ARG_BUF_BF16;
+  case FP_U32:
+    return (char)FP_ARG_BUF_U32;
+  case FP_U8:
+    return (char)FP_ARG_BUF_U8;
+  default:
+    return '?';
+  }
+}
+
+/* What a signature letter stands for, for messages. */
+static const char *arg_kind_text(char kind) {
+  switch (kind) {
+  case FP_ARG_BUFFER:
+    return "f32 buffer";
+  case FP_ARG_BUF_F16:
+    return "f16 buffer";
+  case FP_ARG_BUF_BF16:
+    return "bf16 buffer";
+  case FP_ARG_BUF_U32:
+    return "u32 buffer";
+  case FP_ARG_BUF_U8:
+    return "u8 buffer";
+  case FP_ARG_I32:
+    return "int32";
+  case FP_ARG_U32:
+    return "uint32";
+  case FP_ARG_I64:
+    return "int64";
+  case FP_ARG_F32:
+    return "float";
+  case FP_ARG_LOCAL:
+    return "local memory";
+  default:
+    return "unknown";
+  }
+}
+
 fp_status fp_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd, const fp_arg *args,
                     int nargs) {
   CHECK_CTX(ctx, "fp_launch");
@@ -514,15 +564,27 @@ fp_status fp_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd, cons
     return fp_ctx_error(ctx, FP_ERR_INTERNAL, "launch of '%s': more than %d arguments", decl->name,
                         FP_MAX_KERNEL_ARGS);
   for (int a = 0; a < nargs; ++a) {
-    char want = decl->signature[a];
-    if ((char)args[a].kind != want)
+    const char want = decl->signature[a];
+    /* an upper-case buffer letter: the same type, and none is accepted */
+    const bool optional = want >= 'A' && want <= 'Z' && want != (char)FP_ARG_LOCAL;
+    const char want_kind = optional ? (char)(want - 'A' + 'a') : want;
+    if ((char)args[a].kind != want_kind)
       return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
-                          "launch of '%s': argument %d is of kind '%c', the signature \"%s\" "
-                          "wants '%c'",
-                          decl->name, a, (char)args[a].kind, decl->signature, want);
+                          "launch of '%s': argument %d is of kind '%c' (%s), the signature \"%s\" "
+                          "wants '%c' (%s)",
+                          decl->name, a, (char)args[a].kind, arg_kind_text((char)args[a].kind),
+                          decl->signature, want, arg_kind_text(want_kind));
     resolved[a].kind = args[a].kind;
     switch (args[a].kind) {
-    case FP_ARG_BUFFER: {
+    case FP_ARG_BUFFER:
+    case FP_ARG_BUF_F16:
+    case FP_ARG_BUF_BF16:
+    case FP_ARG_BUF_U32:
+    case FP_ARG_BUF_U8: {
+      if (args[a].v.buf == NULL && optional) {
+        resolved[a].v.handle = NULL;
+        break;
+      }
       char what[32];
       snprintf(what, sizeof what, "argument %d", a);
       st = check_buffer(ctx, args[a].v.buf, decl->name, what);
@@ -570,6 +632,162 @@ fp_status fp_launch_by_name(fp_context *ctx, const char *name, const fp_ndrange 
   fp_kernel_id id;
   fp_status st = fp_kernel_lookup(ctx, name, &id);
   return st != FP_OK ? st : fp_launch(ctx, id, nd, args, nargs);
+}
+
+/* ---- vendor libraries ------------------------------------------------------------ */
+
+fp_lib_gemm fp_lib_gemm_plain(fp_dtype dtype, int64_t M, int64_t N, int64_t K, bool trans_b) {
+  fp_lib_gemm g;
+  memset(&g, 0, sizeof g);
+  g.dtype = dtype;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.batch = 1;
+  g.lda = K;
+  g.ldb = trans_b ? K : N;
+  g.ldc = N;
+  g.ldd = N;
+  g.trans_b = trans_b;
+  g.alpha = 1.0f;
+  g.beta = 0.0f;
+  g.epilogue = FP_LIB_EPI_NONE;
+  return g;
+}
+
+/* Elements a [rows, cols] operand with leading dimension ld spans in each
+ * of `batch` items at `stride`: the last item's last element + 1, or -1 on
+ * overflow. */
+static int64_t operand_span(int64_t batch, int64_t stride, int64_t rows, int64_t cols, int64_t ld) {
+  if (rows < 1 || cols < 1 || batch < 1 || ld < cols || stride < 0)
+    return -1;
+  if (rows - 1 > (INT64_MAX - cols) / ld)
+    return -1;
+  int64_t one = (rows - 1) * ld + cols;
+  if (batch > 1 && (stride == 0 || batch - 1 > (INT64_MAX - one) / stride))
+    return stride == 0 ? one : -1;
+  return (batch - 1) * stride + one;
+}
+
+static fp_status gemm_shape_check(const fp_lib_gemm *g) {
+  if (g->M < 1 || g->N < 1 || g->K < 1 || g->batch < 1)
+    return fp_error(FP_ERR_INVALID_ARGUMENT,
+                    "library GEMM: M=%lld N=%lld K=%lld batch=%lld must all be >= 1",
+                    (long long)g->M, (long long)g->N, (long long)g->K, (long long)g->batch);
+  if (operand_span(g->batch, g->stride_a, g->M, g->K, g->lda) < 0 ||
+      operand_span(g->batch, g->stride_b, g->trans_b ? g->N : g->K, g->trans_b ? g->K : g->N,
+                   g->ldb) < 0 ||
+      operand_span(g->batch, g->stride_d, g->M, g->N, g->ldd) < 0 ||
+      (g->beta != 0.0f && operand_span(g->batch, g->stride_c, g->M, g->N, g->ldc) < 0))
+    return fp_error(FP_ERR_INVALID_ARGUMENT,
+                    "library GEMM: leading dimensions (lda %lld, ldb %lld, ldc %lld, ldd %lld) or "
+                    "batch strides do not fit M=%lld N=%lld K=%lld%s, or the extent overflows",
+                    (long long)g->lda, (long long)g->ldb, (long long)g->ldc, (long long)g->ldd,
+                    (long long)g->M, (long long)g->N, (long long)g->K,
+                    g->trans_b ? " (B is [N, K])" : "");
+  if (g->dtype != FP_F32 && g->dtype != FP_F16 && g->dtype != FP_BF16)
+    return fp_error(FP_ERR_UNSUPPORTED, "library GEMM: no GEMM of element type %s",
+                    fp_dtype_name(g->dtype));
+  if ((unsigned)g->epilogue > FP_LIB_EPI_BIAS_RELU)
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "library GEMM: unknown epilogue %d", (int)g->epilogue);
+  return FP_OK;
+}
+
+fp_status fp_library_gemm_check(const fp_device_info *dev, const fp_lib_gemm *g) {
+  if (dev == NULL || g == NULL)
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "fp_library_gemm_check: NULL argument");
+  fp_status st = gemm_shape_check(g);
+  if (st != FP_OK)
+    return st;
+  const char *backend = fp_backend_name(dev->backend);
+  if (dev->gemm_library[0] == '\0')
+    return fp_error(FP_ERR_UNSUPPORTED, "the %s backend on '%s' has no GEMM library", backend,
+                    dev->name);
+  if ((dev->gemm_library_dtypes & (1u << g->dtype)) == 0)
+    return fp_error(FP_ERR_UNSUPPORTED, "%s on '%s' has no %s GEMM", dev->gemm_library, dev->name,
+                    fp_dtype_name(g->dtype));
+  if ((g->epilogue != FP_LIB_EPI_NONE || g->beta != 0.0f) && !dev->gemm_library_epilogues)
+    return fp_error(FP_ERR_UNSUPPORTED,
+                    "%s cannot fuse an epilogue or beta*C into its GEMM (cuBLASLt on CUDA can)",
+                    dev->gemm_library);
+  return FP_OK;
+}
+
+/* What PyTorch hands cuBLAS and cuBLASLt on Hopper (CUBLAS_WORKSPACE_CONFIG's
+ * :4096:8, 32 MiB), so that their kernel choice is the one a user gets. */
+#define FP_CUDA_GEMM_WORKSPACE (32ull << 20)
+
+uint64_t fp_library_gemm_workspace(const fp_device_info *dev, const fp_lib_gemm *g) {
+  if (dev == NULL || g == NULL || fp_library_gemm_check(dev, g) != FP_OK)
+    return 0;
+  return dev->backend == FP_BACKEND_CUDA ? FP_CUDA_GEMM_WORKSPACE : 0;
+}
+
+/* The buffer holds the operand's span of elements of g's type. */
+static fp_status check_operand(fp_context *ctx, const fp_buffer *buf, const char *name,
+                               int64_t span, const fp_lib_gemm *g) {
+  fp_status st = check_buffer(ctx, buf, "fp_library_gemm", name);
+  if (st != FP_OK)
+    return st;
+  const uint64_t need = (uint64_t)span * fp_dtype_size(g->dtype);
+  if (buf->bytes < need)
+    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                        "fp_library_gemm: %s holds %llu bytes, the GEMM reads or writes %llu", name,
+                        (unsigned long long)buf->bytes, (unsigned long long)need);
+  return FP_OK;
+}
+
+fp_status fp_library_gemm(fp_context *ctx, const fp_lib_gemm *g, fp_buffer *a, fp_buffer *b,
+                          fp_buffer *c, fp_buffer *d, fp_buffer *bias, fp_buffer *workspace) {
+  CHECK_CTX(ctx, "fp_library_gemm");
+  if (g == NULL)
+    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT, "fp_library_gemm: descriptor is NULL");
+  fp_status st = fp_library_gemm_check(&ctx->info, g);
+  if (st != FP_OK)
+    return fp_ctx_error(ctx, st, "%s", fp_last_error());
+  if (ctx->ops->library_gemm == NULL)
+    return fp_ctx_error(ctx, FP_ERR_UNSUPPORTED, "the %s backend has no GEMM library",
+                        backend_names[ctx->kind]);
+  const int64_t rows_b = g->trans_b ? g->N : g->K, cols_b = g->trans_b ? g->K : g->N;
+  st = check_operand(ctx, a, "A", operand_span(g->batch, g->stride_a, g->M, g->K, g->lda), g);
+  if (st == FP_OK)
+    st = check_operand(ctx, b, "B", operand_span(g->batch, g->stride_b, rows_b, cols_b, g->ldb), g);
+  if (st == FP_OK)
+    st = check_operand(ctx, d, "D", operand_span(g->batch, g->stride_d, g->M, g->N, g->ldd), g);
+  if (st == FP_OK && g->beta != 0.0f)
+    st = check_operand(ctx, c, "C", operand_span(g->batch, g->stride_c, g->M, g->N, g->ldc), g);
+  const bool wants_bias = g->epilogue == FP_LIB_EPI_BIAS || g->epilogue == FP_LIB_EPI_BIAS_RELU;
+  if (st == FP_OK && wants_bias)
+    st = check_operand(ctx, bias, "bias", g->N, g);
+  if (st == FP_OK && workspace != NULL)
+    st = check_buffer(ctx, workspace, "fp_library_gemm", "workspace");
+  if (st != FP_OK)
+    return st;
+  if (d == a || d == b || (wants_bias && d == bias))
+    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                        "fp_library_gemm: D is also an input (A, B or bias)");
+  st = ctx->ops->library_gemm(ctx, g, a->handle, b->handle,
+                              g->beta != 0.0f ? c->handle : NULL, d->handle,
+                              wants_bias ? bias->handle : NULL,
+                              workspace != NULL ? workspace->handle : NULL,
+                              workspace != NULL ? workspace->bytes : 0);
+  if (st == FP_OK)
+    ctx->counters.library_calls++;
+  return st;
+}
+
+fp_status fp_library_gemm_prepare(fp_context *ctx, fp_dtype dtype, double *compile_ms) {
+  CHECK_CTX(ctx, "fp_library_gemm_prepare");
+  fp_lib_gemm g = fp_lib_gemm_plain(dtype, 1, 1, 1, false);
+  fp_status st = fp_library_gemm_check(&ctx->info, &g);
+  if (st != FP_OK)
+    return fp_ctx_error(ctx, st, "%s", fp_last_error());
+  double ms = 0.0;
+  if (ctx->ops->library_prepare != NULL)
+    st = ctx->ops->library_prepare(ctx, dtype, &ms);
+  if (st == FP_OK && compile_ms != NULL)
+    *compile_ms = ms;
+  return st;
 }
 
 /* ---- counters --------------------------------------------------------------- */

@@ -28,6 +28,22 @@
 extern "C" {
 #endif
 
+/* ---- element types ------------------------------------------------------ */
+
+typedef enum fp_dtype {
+  FP_F32 = 0,
+  FP_F16, /* IEEE binary16 */
+  FP_BF16,
+  FP_I32,
+  FP_U32, /* packed words */
+  FP_U8,  /* bytes */
+  FP_DTYPE_COUNT
+} fp_dtype;
+size_t fp_dtype_size(fp_dtype dtype);
+const char *fp_dtype_name(fp_dtype dtype); /* "f32", "f16", "bf16", "i32", "u32", "u8" */
+/* Parses a dtype name; FP_ERR_NOT_FOUND (with the names) otherwise. */
+fp_status fp_dtype_parse(const char *name, fp_dtype *out);
+
 /* ---- backends ----------------------------------------------------------- */
 
 typedef enum fp_backend_kind {
@@ -85,10 +101,18 @@ typedef struct fp_device_info {
   uint64_t global_mem_bytes;
   uint64_t l2_cache_bytes;     /* last-level cache the benchmark flushes */
   uint64_t local_mem_bytes;    /* per work-group (shared memory per block) */
+  uint64_t local_mem_optin_bytes; /* the most a kernel may opt into (CUDA); else local_mem_bytes */
   uint32_t max_group_size;     /* work-items per work-group (threads per block) */
   uint32_t subgroup_width;     /* warp/wavefront/subgroup width; 1 if unknown */
   uint32_t compute_units;      /* SMs / CUs / cores */
   uint32_t cc_major, cc_minor; /* CUDA compute capability; 0 elsewhere */
+  fp_backend_kind backend;
+  /* The backend's GEMM library (fp_library_gemm): its name and version
+   * ("" when there is none), the element types it multiplies (bit 1 << dtype)
+   * and whether it fuses epilogues and beta*C (cuBLASLt). */
+  char gemm_library[128];
+  uint32_t gemm_library_dtypes;
+  bool gemm_library_epilogues;
 } fp_device_info;
 
 const fp_device_info *fp_context_device(const fp_context *ctx);
@@ -181,9 +205,18 @@ typedef struct fp_ndrange {
 fp_ndrange fp_ndrange_1d(uint64_t groups, uint32_t local);
 fp_ndrange fp_ndrange_2d(uint64_t groups_x, uint32_t local_x, uint64_t groups_y, uint32_t local_y);
 
-/* Kernel arguments; the kind letters are those of kernels.def signatures. */
+/* PLANNED geometry (kernels.def): the backend plans the launch. */
+fp_ndrange fp_planned_range(void);
+
+/* Kernel arguments; the kind letters are those of kernels.def signatures.
+ * Buffers carry their element type (the signature's letter; an upper-case
+ * signature letter also accepts none). */
 typedef enum fp_arg_kind {
-  FP_ARG_BUFFER = 'b',
+  FP_ARG_BUFFER = 'b',    /* float32 */
+  FP_ARG_BUF_F16 = 'h',   /* float16 */
+  FP_ARG_BUF_BF16 = 'q',  /* bfloat16 */
+  FP_ARG_BUF_U32 = 'p',   /* uint32 words */
+  FP_ARG_BUF_U8 = 'y',    /* bytes */
   FP_ARG_I32 = 'i',
   FP_ARG_U32 = 'u',
   FP_ARG_I64 = 'l',
@@ -203,12 +236,28 @@ typedef struct fp_arg {
   } v;
 } fp_arg;
 
+static inline bool fp_arg_kind_is_buffer(fp_arg_kind k) {
+  return k == FP_ARG_BUFFER || k == FP_ARG_BUF_F16 || k == FP_ARG_BUF_BF16 || k == FP_ARG_BUF_U32 ||
+         k == FP_ARG_BUF_U8;
+}
+/* The buffer letter of an element type ('?' for one no kernel takes). */
+char fp_dtype_arg_letter(fp_dtype dtype);
+
 static inline fp_arg fp_arg_buf(fp_buffer *b) {
   fp_arg a;
   a.kind = FP_ARG_BUFFER;
   a.v.buf = b;
   return a;
 }
+/* A buffer of the given element type; NULL is "none", accepted only where
+ * the signature's letter is upper case. */
+static inline fp_arg fp_arg_tensor(fp_buffer *b, fp_dtype dtype) {
+  fp_arg a;
+  a.kind = (fp_arg_kind)fp_dtype_arg_letter(dtype);
+  a.v.buf = b;
+  return a;
+}
+static inline fp_arg fp_arg_none(fp_dtype dtype) { return fp_arg_tensor(NULL, dtype); }
 static inline fp_arg fp_arg_i32(int32_t x) {
   fp_arg a;
   a.kind = FP_ARG_I32;
@@ -247,10 +296,62 @@ fp_status fp_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd, cons
 fp_status fp_launch_by_name(fp_context *ctx, const char *name, const fp_ndrange *nd,
                             const fp_arg *args, int nargs);
 
+/* ---- vendor libraries -------------------------------------------------------
+ * A backend's GEMM library is a backend operation, not a kernel: cuBLAS
+ * (cuBLASLt for epilogues and beta*C) on CUDA, CLBlast on OpenCL, the CPU
+ * backend's own blocked GEMM on the CPU. It runs on the context's queue, the
+ * layer counts each call (fp_counters.library_calls) and the caller passes
+ * its workspace (a buffer it allocated, so the footprint counts it). What a
+ * backend's library cannot do is FP_ERR_UNSUPPORTED, never a stand-in. */
+
+typedef enum fp_lib_epilogue {
+  FP_LIB_EPI_NONE = 0,
+  FP_LIB_EPI_RELU,
+  FP_LIB_EPI_BIAS, /* + bias[N] */
+  FP_LIB_EPI_BIAS_RELU
+} fp_lib_epilogue;
+
+/* D = epilogue(alpha * A @ op(B) + beta * C), for each of `batch` problems:
+ * A [M, K] (lda), B [K, N] (ldb) or, trans_b, [N, K]; C and D [M, N] (ldc,
+ * ldd); all row-major, of element type `dtype` (float32 accumulation; no
+ * TF32 for float32), batch item b at element offset b * stride_x. */
+typedef struct fp_lib_gemm {
+  fp_dtype dtype;
+  int64_t M, N, K, batch;
+  int64_t lda, ldb, ldc, ldd;
+  int64_t stride_a, stride_b, stride_c, stride_d;
+  bool trans_b;
+  float alpha, beta;
+  fp_lib_epilogue epilogue;
+} fp_lib_gemm;
+
+/* A plain GEMM descriptor: batch 1, contiguous leading dimensions, alpha 1,
+ * beta 0, no epilogue. */
+fp_lib_gemm fp_lib_gemm_plain(fp_dtype dtype, int64_t M, int64_t N, int64_t K, bool trans_b);
+/* FP_OK when dev's library computes g, else FP_ERR_UNSUPPORTED saying why
+ * (no library, a type it lacks, an epilogue or beta it cannot fuse), or
+ * FP_ERR_INVALID_ARGUMENT for a malformed descriptor. Depends on dev only. */
+fp_status fp_library_gemm_check(const fp_device_info *dev, const fp_lib_gemm *g);
+/* Workspace the library may use for g (0: none): the caller allocates it. */
+uint64_t fp_library_gemm_workspace(const fp_device_info *dev, const fp_lib_gemm *g);
+/* Enqueues g. c and bias may be NULL where beta is 0 / the epilogue has no
+ * bias; workspace may be NULL (the library then runs without one). Buffers
+ * are checked for size against the descriptor. */
+fp_status fp_library_gemm(fp_context *ctx, const fp_lib_gemm *g, fp_buffer *a, fp_buffer *b,
+                          fp_buffer *c, fp_buffer *d, fp_buffer *bias, fp_buffer *workspace);
+
+/* Readies the library for GEMMs of `dtype` on this context (CUDA: the cuBLAS
+ * and cuBLASLt handles; OpenCL: CLBlast's kernels for that precision, which
+ * it compiles on first use) and reports how long that first preparation
+ * took -- the same number on every later call, as fp_kernel_prepare does for
+ * kernel families: the library's share of a variant's compile time. */
+fp_status fp_library_gemm_prepare(fp_context *ctx, fp_dtype dtype, double *compile_ms);
+
 /* ---- counters --------------------------------------------------------------- */
 
 typedef struct fp_counters {
   uint64_t kernels_launched; /* fp_launch calls that reached the device */
+  uint64_t library_calls;    /* fp_library_* calls that reached the library */
   uint64_t allocations;      /* successful fp_buffer_alloc calls */
   uint64_t bytes_allocated;  /* sum of their sizes */
   uint64_t bytes_current;    /* live bytes now */

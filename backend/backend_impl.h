@@ -17,7 +17,8 @@ extern "C" {
 
 /* A kernel argument as the backend receives it: buffers resolved to the
  * backend's own handle (CPU: host pointer; OpenCL: cl_mem; CUDA: device
- * pointer). */
+ * pointer), NULL for an optional buffer passed as none; kind is the
+ * argument's letter (fp_arg_kind_is_buffer for any buffer). */
 typedef struct fp_karg {
   fp_arg_kind kind;
   union {
@@ -61,6 +62,14 @@ typedef struct fp_backend_ops {
   fp_status (*kernel_prepare)(fp_context *ctx, fp_kernel_id id, double *compile_ms);
   fp_status (*launch)(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd, const fp_karg *args,
                       int nargs);
+  /* The GEMM library (NULL: the backend has none). The layer has checked g
+   * with fp_library_gemm_check against ctx->info and the buffers' sizes;
+   * c, bias and ws may be NULL (ws_bytes 0). */
+  fp_status (*library_gemm)(fp_context *ctx, const fp_lib_gemm *g, void *a, void *b, void *c,
+                            void *d, void *bias, void *ws, uint64_t ws_bytes);
+  /* fp_library_gemm_prepare (NULL: nothing to prepare, 0 ms); dtype is one
+   * the library has (the layer checked). */
+  fp_status (*library_prepare)(fp_context *ctx, fp_dtype dtype, double *compile_ms);
 } fp_backend_ops;
 
 #define FP_ERROR_MESSAGE_BYTES 8192

@@ -403,7 +403,7 @@ fp_status fp_bench_plan_build(const fp_bench_spec *s, fp_bench_plan *plan) {
           fp_bench_plan_free(plan);
           return st;
         }
-        g->setup_status = fp_problem_set_grid(&g->problem, s->shapes[sh][0], s->shapes[sh][1]);
+        g->setup_status = fp_problem_set_grid(&g->problem, s->shapes[sh], 2);
         if (g->setup_status == FP_OK)
           g->setup_status = fp_problem_validate(&g->problem);
         if (g->setup_status != FP_OK)

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "op.h"
+#include "results.h"
 
 /* Exit codes of every subcommand. */
 enum { FP_EXIT_OK = 0, FP_EXIT_FAIL = 1, FP_EXIT_USAGE = 2 };
@@ -36,6 +37,10 @@ bool fp_cli_parse_i64(const char *option, const char *text, int64_t min, int64_t
 /* Parses "MxN[,MxN...]" into up to max pairs; false (message printed) on error. */
 bool fp_cli_parse_shapes(const char *option, const char *text, int64_t (*shapes)[2], int max,
                          int *count);
+/* Parses "MxN[xK...][,...]" (each shape 2 to FP_SHAPE_MAX_DIMS dims >= 1)
+ * into up to max shapes; false (message printed) on error. */
+bool fp_cli_parse_shape_list(const char *option, const char *text, fp_shape *shapes, int max,
+                             int *count);
 /* Splits a comma list of op names ("all" for every op) into ops; false on an
  * unknown name (message printed). */
 bool fp_cli_parse_ops(const char *text, const fp_op **ops, int max, int *count);

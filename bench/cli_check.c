@@ -11,26 +11,33 @@
 static const char check_usage[] =
     "usage: fuseport check [--backend cpu|opencl|cuda] [--device N] [--platform NAME]\n"
     "                      [--op NAME[,NAME...]|all] [--variant NAME[,NAME...]]\n"
-    "                      [--shapes MxN[,MxN...]] [--param NAME=VALUE]... [--seed N]\n"
+    "                      [--shapes SHAPE[,SHAPE...]] [--param NAME=VALUE]... [--seed N]\n"
     "                      [--sample-elems N] [--quiet]\n"
     "\n"
     "Runs each selected op and variant on the backend and compares every output\n"
     "element with a float64 reference computed on the host: inputs are fresh\n"
     "random values (never zeros) from a counter-based generator, outputs are\n"
     "poisoned with a NaN pattern first, so an element a kernel never wrote fails.\n"
-    "Ops with boolean or choice parameters (bias_dropout_add: training, layout)\n"
-    "are checked in every combination unless --param fixes one. The number of\n"
-    "kernels each run launches is checked against the op's cost model too.\n"
+    "Ops with boolean or choice parameters (bias_dropout_add: training, layout;\n"
+    "the matmul family: dtype, trans_b, add) are checked in every combination\n"
+    "unless --param fixes one. The kernels each run launches and the library\n"
+    "calls it makes (cuBLAS, CLBlast) are checked against the op's cost model\n"
+    "too. A variant the backend cannot run (vendor off CUDA, a type its library\n"
+    "lacks) is reported n/a, not as a failure.\n"
     "\n"
     "options:\n"
     "  --backend B        cpu (default), opencl or cuda\n"
     "  --device N         device index within the backend (default: the first)\n"
     "  --platform NAME    OpenCL platform name substring, e.g. NVIDIA or Portable\n"
     "  --op LIST          comma-separated op names, or all (default)\n"
-    "  --variant LIST     fused, unfused (default: every variant)\n"
-    "  --shapes LIST      MxN shapes (default: 1x1,3x3,1x1000,3x1000,1000x3,\n"
-    "                     7x65537,2x262144,128x256,256x128,33x4097,70x509,\n"
-    "                     66x30001,30x12000)\n"
+    "  --variant LIST     fused, unfused, vendor (default: every variant)\n"
+    "  --shapes LIST      shapes of the ops' ranks: MxN for the row ops, MxNxK for\n"
+    "                     the GEMMs (MxNxKxP for matmul_matmul); an op runs the\n"
+    "                     shapes of its rank. Default: each op's odd shapes (row\n"
+    "                     ops 1x1,3x3,1x1000,3x1000,1000x3,7x65537,2x262144,\n"
+    "                     128x256,256x128,33x4097,70x509,66x30001,30x12000;\n"
+    "                     GEMMs 1x1x1,7x33x100,33x7x1000,100x100x100,...; see\n"
+    "                     fuseport list)\n"
     "  --param NAME=VAL   set a parameter of the ops that have it (repeatable),\n"
     "                     e.g. --param training=true --param p=0.1\n"
     "  --seed N           input seed (default: from the clock; printed)\n"
@@ -42,14 +49,17 @@ static const char check_usage[] =
     "  fuseport check --backend cpu\n"
     "  fuseport check --backend opencl --platform Portable --op softmax --shapes 3x65537\n"
     "  fuseport check --backend cuda --op bias_dropout_add --param training=true\n"
+    "  fuseport check --backend cuda --op matmul_split_act --shapes 4097x4097x4097 \\\n"
+    "      --param dtype=bf16\n"
     "\n"
     "exit status: 0 every case passed, 1 a case failed or errored, 2 bad usage\n";
 
 #define MAX_SHAPES 64
 #define MAX_PARAMS 16
 
-/* Odd shapes and powers of two; on an H100 they reach every build of the
- * CUDA row kernels (see tests/test_ops.c). */
+/* The row ops' default: odd shapes and powers of two; on an H100 they reach
+ * every build of the CUDA row kernels (see tests/test_ops.c). Ops with
+ * shapes of their own (op.h, check_shapes) use those. */
 static const int64_t default_shapes[][2] = {
     {1, 1},     {3, 3},     {1, 1000},  {3, 1000}, {1000, 3},   {7, 65537}, {2, 262144},
     {128, 256}, {256, 128}, {33, 4097}, {70, 509}, {66, 30001}, {30, 12000}};
@@ -59,7 +69,7 @@ typedef struct check_opts {
   const fp_op *ops[64];
   int n_ops;
   const char *variants; /* NULL: all */
-  int64_t shapes[MAX_SHAPES][2];
+  fp_shape shapes[MAX_SHAPES]; /* --shapes; none: each op's default */
   int n_shapes;
   char *param_names[MAX_PARAMS];
   const char *param_values[MAX_PARAMS];
@@ -70,7 +80,7 @@ typedef struct check_opts {
 } check_opts;
 
 typedef struct check_tally {
-  int pass, fail, error;
+  int pass, fail, error, unsupported;
 } check_tally;
 
 static bool variant_selected(const check_opts *o, const char *name) {
@@ -94,7 +104,7 @@ static bool param_fixed(const check_opts *o, const char *name) {
   return false;
 }
 
-/* Runs one case; returns 0 pass, 1 fail, 2 error. */
+/* Runs one case; returns 0 pass, 1 fail, 2 error, 3 unsupported (n/a). */
 static int run_case(fp_context *ctx, const check_opts *o, const fp_problem *p, const fp_variant *v,
                     uint64_t seed) {
   char desc[256];
@@ -123,25 +133,32 @@ static int run_case(fp_context *ctx, const check_opts *o, const fp_problem *p, c
   if (st == FP_OK)
     st = fp_check_outputs(ctx, p, &io, views, out, &rows, &acc);
   int result = 0;
-  if (st != FP_OK) {
+  if (st == FP_ERR_UNSUPPORTED) {
+    if (!o->quiet)
+      printf("n/a   %-18s %-8s %s: %s\n", p->op->name, v->name, desc, fp_last_error());
+    result = 3;
+  } else if (st != FP_OK) {
     printf("ERROR %-18s %-8s %s: %s: %s\n", p->op->name, v->name, desc, fp_status_name(st),
            fp_last_error());
     result = 2;
   } else {
     uint64_t launched = after.kernels_launched - before.kernels_launched;
+    uint64_t calls = after.library_calls - before.library_calls;
     int expected = fp_plan_cost(plan)->kernels;
-    bool count_ok = launched == (uint64_t)expected;
+    int expected_calls = fp_plan_cost(plan)->library_calls;
+    bool count_ok = launched == (uint64_t)expected && calls == (uint64_t)expected_calls;
     result = (acc.ok && count_ok) ? 0 : 1;
     if (result != 0 || !o->quiet)
-      printf("%s  %-18s %-8s %-44s max_abs=%.2e max_rel=%.2e rel_l2=%.2e kernels=%llu\n",
+      printf("%s  %-18s %-8s %-44s max_abs=%.2e max_rel=%.2e rel_l2=%.2e kernels=%llu%s\n",
              result == 0 ? "PASS" : "FAIL", p->op->name, v->name, desc, acc.max_abs_err,
-             acc.max_rel_err, acc.rel_l2_err, (unsigned long long)launched);
+             acc.max_rel_err, acc.rel_l2_err, (unsigned long long)launched,
+             calls > 0 ? (calls == 1 ? " +1 library call" : " +2 library calls") : "");
     if (!acc.ok)
       printf("      %lld of %lld elements outside the tolerance; first: %s\n", (long long)acc.bad,
              (long long)acc.checked, acc.first_bad);
     if (!count_ok)
-      printf("      the cost model says %d kernels, %llu were launched\n", expected,
-             (unsigned long long)launched);
+      printf("      the cost model says %d kernels and %d library calls, %llu and %llu ran\n",
+             expected, expected_calls, (unsigned long long)launched, (unsigned long long)calls);
   }
   fp_plan_destroy(plan);
   fp_io_free(&io, in, out);
@@ -169,6 +186,8 @@ static void run_combinations(fp_context *ctx, const check_opts *o, fp_problem *p
     t->pass++;
   else if (r == 1)
     t->fail++;
+  else if (r == 3)
+    t->unsupported++;
   else
     t->error++;
   fflush(stdout);
@@ -197,7 +216,8 @@ static int parse_check(int argc, char **argv, check_opts *o) {
         return FP_EXIT_USAGE;
     } else if (strcmp(a, "--shapes") == 0) {
       const char *v = fp_cli_value(argc, argv, &i);
-      if (v == NULL || !fp_cli_parse_shapes("--shapes", v, o->shapes, MAX_SHAPES, &o->n_shapes))
+      if (v == NULL ||
+          !fp_cli_parse_shape_list("--shapes", v, o->shapes, MAX_SHAPES, &o->n_shapes))
         return FP_EXIT_USAGE;
     } else if (strcmp(a, "--param") == 0) {
       const char *v = fp_cli_value(argc, argv, &i);
@@ -239,9 +259,18 @@ static int parse_check(int argc, char **argv, check_opts *o) {
       return FP_EXIT_USAGE;
     }
   }
-  if (o->n_shapes == 0) {
-    o->n_shapes = (int)(sizeof default_shapes / sizeof default_shapes[0]);
-    memcpy(o->shapes, default_shapes, sizeof default_shapes);
+  /* every op must have a shape of its rank */
+  for (int k = 0; o->n_shapes > 0 && k < o->n_ops; ++k) {
+    bool any = false;
+    for (int s = 0; s < o->n_shapes; ++s)
+      any = any || o->shapes[s].n == fp_op_grid_rank(o->ops[k]);
+    if (!any) {
+      fprintf(stderr,
+              "fuseport check: op %s takes shapes of %d dimensions and --shapes lists none "
+              "(select ops with --op)\n",
+              o->ops[k]->name, fp_op_grid_rank(o->ops[k]));
+      return FP_EXIT_USAGE;
+    }
   }
   /* every --param must apply to at least one selected op, and parse there */
   for (int k = 0; k < o->n_params; ++k) {
@@ -286,17 +315,43 @@ int fp_cmd_check(int argc, char **argv) {
   printf("fuseport check: backend %s, device %s [%s], seed %llu\n",
          fp_backend_name(fp_context_backend(ctx)), dev->name, dev->platform,
          (unsigned long long)o.seed);
-  check_tally tally = {0, 0, 0};
+  check_tally tally = {0, 0, 0, 0};
   for (int k = 0; k < o.n_ops; ++k) {
     const fp_op *op = o.ops[k];
-    for (int s = 0; s < o.n_shapes; ++s) {
+    const int rank = fp_op_grid_rank(op);
+    /* this op's shapes: those of --shapes of its rank, else its own list */
+    fp_shape shapes[MAX_SHAPES];
+    int n_shapes = 0;
+    if (o.n_shapes > 0) {
+      for (int s = 0; s < o.n_shapes; ++s)
+        if (o.shapes[s].n == rank)
+          shapes[n_shapes++] = o.shapes[s];
+    } else if (op->check_shapes != NULL) {
+      for (int s = 0; s < op->n_check_shapes / rank && n_shapes < MAX_SHAPES; ++s) {
+        shapes[n_shapes].n = rank;
+        memcpy(shapes[n_shapes].d, op->check_shapes + s * rank, sizeof(int64_t) * (size_t)rank);
+        n_shapes++;
+      }
+    } else {
+      for (size_t s = 0; s < sizeof default_shapes / sizeof default_shapes[0]; ++s) {
+        shapes[n_shapes].n = 2;
+        shapes[n_shapes].d[0] = default_shapes[s][0];
+        shapes[n_shapes].d[1] = default_shapes[s][1];
+        n_shapes++;
+      }
+    }
+    for (int s = 0; s < n_shapes; ++s) {
       fp_problem p;
       fp_problem_init(&p, op);
       for (int j = 0; j < o.n_params; ++j)
         (void)fp_problem_set(&p, o.param_names[j], o.param_values[j]); /* validated above */
-      if (fp_problem_set_grid(&p, o.shapes[s][0], o.shapes[s][1]) != FP_OK) {
-        printf("ERROR %-18s shape %lldx%lld: %s\n", op->name, (long long)o.shapes[s][0],
-               (long long)o.shapes[s][1], fp_last_error());
+      fp_status st = fp_problem_set_grid(&p, shapes[s].d, shapes[s].n);
+      if (st == FP_OK)
+        st = fp_problem_validate(&p);
+      if (st != FP_OK) {
+        char text[128];
+        fp_shape_format(&shapes[s], text, sizeof text);
+        printf("ERROR %-18s shape %s: %s\n", op->name, text, fp_last_error());
         tally.error++;
         continue;
       }
@@ -305,9 +360,9 @@ int fp_cmd_check(int argc, char **argv) {
           run_combinations(ctx, &o, &p, 0, &op->variants[v], o.seed + (uint64_t)s, &tally);
     }
   }
-  printf("fuseport check: %d passed, %d failed, %d errors (backend %s, seed %llu)\n", tally.pass,
-         tally.fail, tally.error, fp_backend_name(fp_context_backend(ctx)),
-         (unsigned long long)o.seed);
+  printf("fuseport check: %d passed, %d failed, %d errors, %d n/a (backend %s, seed %llu)\n",
+         tally.pass, tally.fail, tally.error, tally.unsupported,
+         fp_backend_name(fp_context_backend(ctx)), (unsigned long long)o.seed);
   fp_context_destroy(ctx);
   free_check(&o);
   return (tally.fail == 0 && tally.error == 0 && tally.pass > 0) ? FP_EXIT_OK : FP_EXIT_FAIL;

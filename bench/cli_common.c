@@ -66,6 +66,52 @@ bool fp_cli_parse_dims(const char *option, const char *text, int64_t *dims, int 
   return false;
 }
 
+bool fp_cli_parse_shape_list(const char *option, const char *text, fp_shape *shapes, int max,
+                             int *count) {
+  *count = 0;
+  const char *s = text;
+  while (*s != '\0') {
+    fp_shape shape;
+    shape.n = 0;
+    for (;;) {
+      char *end = NULL;
+      errno = 0;
+      long long v = strtoll(s, &end, 10);
+      if (end == s || errno != 0 || v < 1 || shape.n >= FP_SHAPE_MAX_DIMS)
+        goto bad;
+      shape.d[shape.n++] = v;
+      s = end;
+      if (*s == 'x' || *s == 'X') {
+        ++s;
+        continue;
+      }
+      if (*s != ',' && *s != '\0')
+        goto bad;
+      break;
+    }
+    if (shape.n < 2)
+      goto bad;
+    if (*count >= max) {
+      fprintf(stderr, "fuseport: %s lists more than %d shapes\n", option, max);
+      return false;
+    }
+    shapes[(*count)++] = shape;
+    if (*s == ',') {
+      ++s;
+      if (*s == '\0')
+        goto bad;
+    }
+  }
+  if (*count > 0)
+    return true;
+bad:
+  fprintf(stderr,
+          "fuseport: %s '%s' is not a list of shapes of 2 to %d dimensions >= 1 (examples: "
+          "128x4096,1000x3 for the row ops, 4096x4096x4096 for a GEMM M x N x K)\n",
+          option, text, FP_SHAPE_MAX_DIMS);
+  return false;
+}
+
 bool fp_cli_parse_shapes(const char *option, const char *text, int64_t (*shapes)[2], int max,
                          int *count) {
   *count = 0;

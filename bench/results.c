@@ -29,6 +29,25 @@ bool fp_cell_status_parse(const char *name, fp_cell_status *out) {
   return false;
 }
 
+void fp_shape_format(const fp_shape *s, char *buf, size_t len) {
+  if (len == 0)
+    return;
+  buf[0] = '\0';
+  for (int k = 0; k < s->n; ++k) {
+    size_t used = strlen(buf);
+    snprintf(buf + used, len - used, "%s%lld", k ? "x" : "", (long long)s->d[k]);
+  }
+}
+
+bool fp_shape_equal(const fp_shape *a, const fp_shape *b) {
+  if (a->n != b->n)
+    return false;
+  for (int k = 0; k < a->n; ++k)
+    if (a->d[k] != b->d[k])
+      return false;
+  return true;
+}
+
 void fp_cell_init(fp_cell *c) {
   memset(c, 0, sizeof *c);
   c->status = FP_CELL_ERROR;

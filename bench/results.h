@@ -26,6 +26,18 @@
 
 typedef struct cJSON cJSON;
 
+/* A problem's shape in a sweep: the op's grid dimensions (ops/op.h,
+ * FP_MAX_GRID_DIMS), "MxN" for the row ops, "MxNxK" for a GEMM. */
+#define FP_SHAPE_MAX_DIMS 5
+typedef struct fp_shape {
+  int n;
+  int64_t d[FP_SHAPE_MAX_DIMS];
+} fp_shape;
+
+/* "1024x1024x1024" into buf. */
+void fp_shape_format(const fp_shape *s, char *buf, size_t len);
+bool fp_shape_equal(const fp_shape *a, const fp_shape *b);
+
 /* What happened to a cell.
  *   ok     correct result, timed
  *   fail   timed, but the result is outside the tolerance (or the layer

@@ -26,9 +26,9 @@ extern "C" {
 #define FP_MAX_VARIANTS 4
 #define FP_MAX_KERNEL_IDS 16
 
-typedef enum fp_dtype { FP_F32 = 0, FP_F16, FP_BF16, FP_I32, FP_U32 } fp_dtype;
-size_t fp_dtype_size(fp_dtype dtype);
-const char *fp_dtype_name(fp_dtype dtype);
+/* A problem's shape in a sweep: up to this many dimensions (the op's grid
+ * parameters: M x N for the row ops, M x N x K for a GEMM, ...). */
+#define FP_MAX_GRID_DIMS 5
 
 /* ---- parameters ------------------------------------------------------------ */
 
@@ -61,8 +61,11 @@ typedef struct fp_problem {
 void fp_problem_init(fp_problem *p, const struct fp_op *op);
 /* Sets one parameter from text ("4096", "0.1", "true", "transposed"). */
 fp_status fp_problem_set(fp_problem *p, const char *name, const char *value);
-/* Sets the op's shape from a benchmark grid cell (dim0 x dim1). */
-fp_status fp_problem_set_grid(fp_problem *p, int64_t dim0, int64_t dim1);
+/* Sets the op's shape from a benchmark grid cell: dims[d] -> the op's
+ * grid_param[d]; n must be the op's n_grid. */
+fp_status fp_problem_set_grid(fp_problem *p, const int64_t *dims, int n);
+/* The same for an op of rank 2 (dim0 x dim1). */
+fp_status fp_problem_set_grid2(fp_problem *p, int64_t dim0, int64_t dim1);
 /* Full validation: ranges, shapes that overflow, op-specific rules. */
 fp_status fp_problem_validate(const fp_problem *p);
 int64_t fp_problem_int(const fp_problem *p, int index);
@@ -101,14 +104,21 @@ bool fp_tensor_row_contiguous(const fp_tensor_desc *t);
  * generator that filled the device buffer. */
 typedef struct fp_host_tensor {
   const fp_tensor_desc *desc;
-  const float *data;
+  const void *data; /* storage of desc->dtype, or NULL: regenerate */
   uint64_t seed;
   uint32_t stream;
 } fp_host_tensor;
 
-/* Logical element (i) of a rank-1 tensor, (i, j) of a rank-2 tensor. */
+/* Logical element (i) of a rank-1 tensor, (i, j) of a rank-2 tensor, as
+ * stored (f16/bf16 values exactly; packed words as their integer value). */
 double fp_host_at1(const fp_host_tensor *t, int64_t i);
 double fp_host_at2(const fp_host_tensor *t, int64_t i, int64_t j);
+/* Storage element `index` (of storage_elems), as fp_host_at* reads it. */
+double fp_host_load(const fp_host_tensor *t, int64_t index);
+/* The whole storage as float (storage_elems values; exact for f32, f16,
+ * bf16): a host copy for references that reread an operand many times (a
+ * GEMM's B). NULL when the host has no memory; the caller frees. */
+float *fp_host_storage_f32(const fp_host_tensor *t);
 
 /* ---- cost model ------------------------------------------------------------------ */
 
@@ -120,6 +130,7 @@ typedef struct fp_cost {
   uint64_t bytes_written;
   double flops;
   int kernels;              /* launches per call */
+  int library_calls;        /* vendor-library calls per call (fp_library_gemm) */
   uint64_t workspace_bytes; /* intermediates in device memory */
   int workspace_buffers;
   int n_kernel_ids; /* distinct kernels the variant launches */
@@ -163,8 +174,22 @@ typedef struct fp_op {
   const char *summary;
   int n_params;
   fp_param_decl params[FP_MAX_PARAMS];
-  /* Parameter indices of the grid shape: dim0 -> grid_param[0], dim1 -> [1]. */
-  int grid_param[2];
+  /* The grid shape: n_grid dimensions (0 is read as 2), dims[d] -> parameter
+   * grid_param[d]. The row ops have M x N; a GEMM M x N x K. */
+  int n_grid;
+  int grid_param[FP_MAX_GRID_DIMS];
+  /* Shapes (n_grid dims each, flattened) for `--shapes seed`, for the
+   * benchmark's quick default and for `check`'s default; NULL: the row ops'
+   * lists (the seed's 10 x 10 grid, ...). */
+  const int64_t *seed_shapes;
+  int n_seed_shapes;
+  const int64_t *default_shapes;
+  int n_default_shapes;
+  const int64_t *check_shapes;
+  int n_check_shapes;
+  /* The element type of the cell's arithmetic (for the roofline's peak):
+   * NULL is float32. */
+  fp_dtype (*compute_dtype)(const fp_problem *p);
   /* Op-specific validation beyond ranges (may be NULL). */
   fp_status (*validate)(const fp_problem *p);
   void (*describe)(const fp_problem *p, fp_io_desc *io);
@@ -180,6 +205,10 @@ typedef struct fp_op {
    * rounding grows as sqrt(N) times the input scale however much the sum
    * itself cancels. */
   double (*tol_abs)(const fp_problem *p, int output);
+  /* Optional: the whole gate of output k when it depends on the problem
+   * (a GEMM's grows with K and with its element type's epsilon); replaces
+   * tol and tol_abs. */
+  fp_tolerance (*tolerance)(const fp_problem *p, int output);
   /* Optional: a per-row absolute floor of output k, for outputs whose float32
    * rounding depends on the row's data, not only on the problem (layernorm:
    * the float mean's rounding, amplified by the row's rstd). Writes floor[i]
@@ -191,6 +220,9 @@ typedef struct fp_op {
   int n_variants;
   fp_variant variants[FP_MAX_VARIANTS];
 } fp_op;
+
+/* The op's grid rank (n_grid, 2 when unset). */
+int fp_op_grid_rank(const fp_op *op);
 
 int fp_op_count(void);
 const fp_op *fp_op_at(int index);

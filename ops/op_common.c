@@ -21,24 +21,30 @@ size_t fp_dtype_size(fp_dtype dtype) {
   case FP_F16:
   case FP_BF16:
     return 2;
+  case FP_U8:
+    return 1;
+  case FP_DTYPE_COUNT:
+    break;
   }
   return 0;
 }
 
+static const char *const dtype_names[FP_DTYPE_COUNT] = {"f32", "f16", "bf16", "i32", "u32", "u8"};
+
 const char *fp_dtype_name(fp_dtype dtype) {
-  switch (dtype) {
-  case FP_F32:
-    return "f32";
-  case FP_F16:
-    return "f16";
-  case FP_BF16:
-    return "bf16";
-  case FP_I32:
-    return "i32";
-  case FP_U32:
-    return "u32";
-  }
-  return "unknown";
+  return (unsigned)dtype < FP_DTYPE_COUNT ? dtype_names[dtype] : "unknown";
+}
+
+fp_status fp_dtype_parse(const char *name, fp_dtype *out) {
+  if (name == NULL || out == NULL)
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "fp_dtype_parse: NULL argument");
+  for (int k = 0; k < FP_DTYPE_COUNT; ++k)
+    if (strcmp(name, dtype_names[k]) == 0) {
+      *out = (fp_dtype)k;
+      return FP_OK;
+    }
+  return fp_error(FP_ERR_NOT_FOUND, "unknown dtype '%s' (known: f32, f16, bf16, i32, u32, u8)",
+                  name);
 }
 
 /* ---- problems ---------------------------------------------------------------- */
@@ -145,18 +151,32 @@ fp_status fp_problem_set(fp_problem *p, const char *name, const char *value) {
   return st;
 }
 
-fp_status fp_problem_set_grid(fp_problem *p, int64_t dim0, int64_t dim1) {
-  if (p == NULL || p->op == NULL)
-    return fp_error(FP_ERR_INVALID_ARGUMENT, "fp_problem_set_grid: NULL problem");
-  const int64_t dims[2] = {dim0, dim1};
-  for (int g = 0; g < 2; ++g) {
+int fp_op_grid_rank(const fp_op *op) {
+  return op == NULL ? 0 : (op->n_grid > 0 ? op->n_grid : 2);
+}
+
+fp_status fp_problem_set_grid(fp_problem *p, const int64_t *dims, int n) {
+  if (p == NULL || p->op == NULL || dims == NULL)
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "fp_problem_set_grid: NULL argument");
+  const int rank = fp_op_grid_rank(p->op);
+  if (n != rank)
+    return fp_error(FP_ERR_INVALID_ARGUMENT,
+                    "op %s takes a shape of %d dimensions, not %d (its grid is %s)", p->op->name,
+                    rank, n, rank == 3 ? "MxNxK" : rank == 4 ? "MxNxKxP" : "MxN");
+  for (int g = 0; g < n; ++g) {
     int k = p->op->grid_param[g];
     fp_status st = check_range(p->op, &p->op->params[k], (double)dims[g]);
     if (st != FP_OK)
       return st;
-    p->v[k] = (double)dims[g];
   }
+  for (int g = 0; g < n; ++g)
+    p->v[p->op->grid_param[g]] = (double)dims[g];
   return FP_OK;
+}
+
+fp_status fp_problem_set_grid2(fp_problem *p, int64_t dim0, int64_t dim1) {
+  const int64_t dims[2] = {dim0, dim1};
+  return fp_problem_set_grid(p, dims, 2);
 }
 
 /* Elements past which a tensor's byte count (up to 16 bytes an element, with
@@ -263,19 +283,73 @@ bool fp_tensor_row_contiguous(const fp_tensor_desc *t) {
   return true;
 }
 
-static double host_load(const fp_host_tensor *t, int64_t index) {
-  if (t->data != NULL)
-    return t->data[index];
-  return fp_uniform_f32(t->seed, t->stream, (uint64_t)index, t->desc->fill_scale,
-                        t->desc->fill_positive);
+/* A stored element of t's type as a double (exact for every type). */
+static double stored_value(fp_dtype dtype, const void *data, int64_t index) {
+  switch (dtype) {
+  case FP_F32:
+    return ((const float *)data)[index];
+  case FP_F16:
+    return fp_f16_bits_to_f32(((const uint16_t *)data)[index]);
+  case FP_BF16:
+    return fp_bf16_bits_to_f32(((const uint16_t *)data)[index]);
+  case FP_I32:
+    return ((const int32_t *)data)[index];
+  case FP_U32:
+    return ((const uint32_t *)data)[index];
+  case FP_U8:
+    return ((const uint8_t *)data)[index];
+  case FP_DTYPE_COUNT:
+    break;
+  }
+  return NAN;
+}
+
+/* What fp_io_fill_inputs wrote at storage index `index` (the fill kernels
+ * of kernels.def, evaluated on the host). */
+static double generated_value(const fp_host_tensor *t, int64_t index) {
+  const fp_tensor_desc *d = t->desc;
+  switch (d->dtype) {
+  case FP_F16:
+    return fp_f16_bits_to_f32(fp_uniform_f16_bits(t->seed, t->stream, (uint64_t)index,
+                                                  d->fill_scale, d->fill_positive));
+  case FP_BF16:
+    return fp_bf16_bits_to_f32(fp_uniform_bf16_bits(t->seed, t->stream, (uint64_t)index,
+                                                    d->fill_scale, d->fill_positive));
+  case FP_U32:
+  case FP_I32:
+    return (double)fp_philox_word(t->seed, (uint64_t)index, t->stream, FP_PHILOX_DOMAIN_FILL);
+  case FP_U8:
+    return (double)(fp_philox_word(t->seed, (uint64_t)index, t->stream, FP_PHILOX_DOMAIN_FILL) &
+                    0xFFu);
+  case FP_F32:
+  case FP_DTYPE_COUNT:
+    break;
+  }
+  return fp_uniform_f32(t->seed, t->stream, (uint64_t)index, d->fill_scale, d->fill_positive);
+}
+
+double fp_host_load(const fp_host_tensor *t, int64_t index) {
+  return t->data != NULL ? stored_value(t->desc->dtype, t->data, index) : generated_value(t, index);
 }
 
 double fp_host_at1(const fp_host_tensor *t, int64_t i) {
-  return host_load(t, i * t->desc->strides[0]);
+  return fp_host_load(t, i * t->desc->strides[0]);
 }
 
 double fp_host_at2(const fp_host_tensor *t, int64_t i, int64_t j) {
-  return host_load(t, i * t->desc->strides[0] + j * t->desc->strides[1]);
+  return fp_host_load(t, i * t->desc->strides[0] + j * t->desc->strides[1]);
+}
+
+float *fp_host_storage_f32(const fp_host_tensor *t) {
+  const int64_t n = t->desc->storage_elems;
+  if (n < 0 || (uint64_t)n > SIZE_MAX / sizeof(float))
+    return NULL;
+  float *out = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+  if (out == NULL)
+    return NULL;
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = (float)fp_host_load(t, i);
+  return out;
 }
 
 void fp_host_inputs_generated(const fp_io_desc *io, uint64_t seed, fp_host_tensor *views) {
@@ -295,9 +369,15 @@ static const fp_device_info generic_device = {
     .global_mem_bytes = 80ull << 30,
     .l2_cache_bytes = 50ull << 20,
     .local_mem_bytes = 48 * 1024,
+    .local_mem_optin_bytes = 227 * 1024,
     .max_group_size = 1024,
     .subgroup_width = 32,
     .compute_units = 132,
+    .cc_major = 9,
+    .backend = FP_BACKEND_CUDA,
+    .gemm_library = "cuBLAS/cuBLASLt (assumed: no device given)",
+    .gemm_library_dtypes = (1u << FP_F32) | (1u << FP_F16) | (1u << FP_BF16),
+    .gemm_library_epilogues = true,
 };
 
 fp_buffer *fp_rc_in(fp_recipe *rc, int k) { return rc->ctx != NULL ? rc->in[k] : NULL; }
@@ -307,6 +387,13 @@ static fp_status rc_fail(fp_recipe *rc, fp_status st) {
   if (rc->status == FP_OK)
     rc->status = st;
   return st;
+}
+
+fp_buffer *fp_rc_ws_zeroed(fp_recipe *rc, int k, uint64_t bytes) {
+  fp_buffer *b = fp_rc_ws(rc, k, bytes);
+  if (rc->ctx == NULL && k >= 0 && k < rc->n_ws)
+    rc->ws_zeroed[k] = true;
+  return b;
 }
 
 fp_buffer *fp_rc_ws(fp_recipe *rc, int k, uint64_t bytes) {
@@ -348,6 +435,24 @@ fp_status fp_rc_launch(fp_recipe *rc, fp_kernel_id id, const fp_ndrange *nd, con
   if (rc->ctx == NULL)
     return FP_OK;
   fp_status st = fp_launch(rc->ctx, id, nd, args, nargs);
+  return st == FP_OK ? FP_OK : rc_fail(rc, st);
+}
+
+fp_status fp_rc_library_gemm(fp_recipe *rc, const fp_lib_gemm *g, fp_buffer *a, fp_buffer *b,
+                             fp_buffer *c, fp_buffer *d, fp_buffer *bias, fp_buffer *workspace,
+                             fp_kernel_cost cost) {
+  if (rc->status != FP_OK)
+    return rc->status;
+  fp_status st = fp_library_gemm_check(rc->dev, g);
+  if (st != FP_OK)
+    return rc_fail(rc, st);
+  rc->cost.bytes_read += cost.bytes_read;
+  rc->cost.bytes_written += cost.bytes_written;
+  rc->cost.flops += cost.flops;
+  rc->cost.library_calls += 1;
+  if (rc->ctx == NULL)
+    return FP_OK;
+  st = fp_library_gemm(rc->ctx, g, a, b, c, d, bias, workspace);
   return st == FP_OK ? FP_OK : rc_fail(rc, st);
 }
 
@@ -425,8 +530,16 @@ fp_status fp_plan_create(fp_context *ctx, const fp_problem *p, const fp_variant 
   plan->variant = variant;
   p->op->describe(p, &plan->io);
   st = dry_run(p, variant, fp_context_device(ctx), &plan->dry);
-  for (int k = 0; st == FP_OK && k < plan->dry.n_ws; ++k)
+  for (int k = 0; st == FP_OK && k < plan->dry.n_ws; ++k) {
     st = fp_buffer_alloc(ctx, plan->dry.ws_bytes[k], &plan->dry.ws[k]);
+    if (st == FP_OK && plan->dry.ws_zeroed[k]) {
+      const uint32_t zero = 0;
+      const uint64_t bytes = plan->dry.ws_bytes[k];
+      st = fp_buffer_fill(ctx, plan->dry.ws[k], 0, bytes / 4 * 4, &zero, 4);
+      if (st == FP_OK && bytes % 4 != 0)
+        st = fp_buffer_fill(ctx, plan->dry.ws[k], bytes / 4 * 4, bytes % 4, &zero, 1);
+    }
+  }
   if (st != FP_OK) {
     fp_plan_destroy(plan);
     return st;

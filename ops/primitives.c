@@ -2,7 +2,7 @@
  * recipes (one elementwise or one reduction step per launch, every
  * intermediate in device memory: what an eager framework runs). */
 #include "fp_device_common.h"
-#include "recipe.h"
+#include "ops_internal.h"
 
 /* ---- geometry ---------------------------------------------------------------- */
 
@@ -54,7 +54,17 @@ fp_ndrange fp_tile_range(const fp_recipe *rc, int64_t M, int64_t N) {
 /* ---- views -------------------------------------------------------------------- */
 
 fp_view fp_view_strided(fp_buffer *b, int64_t M, int64_t N, int64_t s0, int64_t s1) {
-  fp_view v = {b, M, N, s0, s1};
+  fp_view v = {b, M, N, s0, s1, FP_F32, 0};
+  return v;
+}
+
+fp_view fp_view_offset(fp_view v, int64_t off) {
+  v.off = off;
+  return v;
+}
+
+fp_view fp_view_typed(fp_view v, fp_dtype dtype) {
+  v.dtype = dtype;
   return v;
 }
 
@@ -66,35 +76,102 @@ fp_view fp_view_perrow(fp_buffer *b, int64_t M, int64_t N) {
 
 fp_view fp_view_of(fp_buffer *b, const fp_tensor_desc *t, int64_t M, int64_t N) {
   if (t->rank == 1)
-    return fp_view_strided(b, M, N, 0, t->strides[0]);
-  return fp_view_strided(b, M, N, t->strides[0], t->strides[1]);
+    return fp_view_typed(fp_view_strided(b, M, N, 0, t->strides[0]), t->dtype);
+  return fp_view_typed(fp_view_strided(b, M, N, t->strides[0], t->strides[1]), t->dtype);
 }
 
 /* Bytes a kernel must touch for a view: broadcast dimensions count once. */
 static uint64_t view_bytes(fp_view v) {
-  return 4u * (uint64_t)(v.s0 != 0 ? v.M : 1) * (uint64_t)(v.s1 != 0 ? v.N : 1);
+  return (uint64_t)fp_dtype_size(v.dtype) * (uint64_t)(v.s0 != 0 ? v.M : 1) *
+         (uint64_t)(v.s1 != 0 ? v.N : 1);
+}
+
+/* The build of a primitive for its operands' type; FP_ERR_INVALID_ARGUMENT
+ * (through the recipe) for mixed or unsupported types. */
+static fp_status prim_kernel(fp_recipe *rc, const char *what, fp_kernel_id f32, fp_kernel_id f16,
+                             fp_kernel_id bf16, const fp_view *views, int n, fp_kernel_id *out) {
+  for (int k = 1; k < n; ++k)
+    if (views[k].dtype != views[0].dtype) {
+      fp_status st = fp_error(FP_ERR_INVALID_ARGUMENT, "%s: operands of types %s and %s", what,
+                              fp_dtype_name(views[0].dtype), fp_dtype_name(views[k].dtype));
+      if (rc->status == FP_OK)
+        rc->status = st;
+      return st;
+    }
+  switch (views[0].dtype) {
+  case FP_F32:
+    *out = f32;
+    return FP_OK;
+  case FP_F16:
+    *out = f16;
+    return FP_OK;
+  case FP_BF16:
+    *out = bf16;
+    return FP_OK;
+  default:
+    break;
+  }
+  fp_status st = fp_error(FP_ERR_INVALID_ARGUMENT, "%s: no primitive for %s", what,
+                          fp_dtype_name(views[0].dtype));
+  if (rc->status == FP_OK)
+    rc->status = st;
+  return st;
 }
 
 /* ---- primitives ----------------------------------------------------------------- */
 
 fp_status fp_prim_unary(fp_recipe *rc, int op, float alpha, float beta, fp_view out, fp_view a) {
-  fp_arg args[] = {fp_arg_buf(out.buf), fp_arg_buf(a.buf), fp_arg_i32(op),  fp_arg_f32(alpha),
+  const fp_view views[] = {out, a};
+  fp_kernel_id id = FPK_COUNT;
+  TRY(prim_kernel(rc, "prim_unary", FPK_prim_unary, FPK_prim_unary_f16, FPK_prim_unary_bf16,
+                  views, 2, &id));
+  fp_arg args[] = {fp_arg_tensor(out.buf, out.dtype),
+                   fp_arg_tensor(a.buf, a.dtype),
+                   fp_arg_i32(op),
+                   fp_arg_f32(alpha),
                    fp_arg_f32(beta),    fp_arg_i64(a.M),   fp_arg_i64(a.N), fp_arg_i64(out.s0),
-                   fp_arg_i64(out.s1),  fp_arg_i64(a.s0),  fp_arg_i64(a.s1)};
+                   fp_arg_i64(out.s1),  fp_arg_i64(a.s0),  fp_arg_i64(a.s1),
+                   fp_arg_i64(out.off), fp_arg_i64(a.off)};
   double n = (double)a.M * (double)a.N;
   fp_ndrange nd = fp_elem_range(rc, a.M * a.N);
-  return fp_rc_launch(rc, FPK_prim_unary, &nd, args, 11,
+  return fp_rc_launch(rc, id, &nd, args, 13,
                       fp_kcost(view_bytes(a), view_bytes(out), op == FP_UNARY_AFFINE ? 2 * n : n));
 }
 
 fp_status fp_prim_binary(fp_recipe *rc, int op, fp_view out, fp_view a, fp_view b) {
-  fp_arg args[] = {fp_arg_buf(out.buf), fp_arg_buf(a.buf), fp_arg_buf(b.buf),  fp_arg_i32(op),
+  const fp_view views[] = {out, a, b};
+  fp_kernel_id id = FPK_COUNT;
+  TRY(prim_kernel(rc, "prim_binary", FPK_prim_binary, FPK_prim_binary_f16, FPK_prim_binary_bf16,
+                  views, 3, &id));
+  fp_arg args[] = {fp_arg_tensor(out.buf, out.dtype),
+                   fp_arg_tensor(a.buf, a.dtype),
+                   fp_arg_tensor(b.buf, b.dtype),
+                   fp_arg_i32(op),
                    fp_arg_i64(a.M),     fp_arg_i64(a.N),   fp_arg_i64(out.s0), fp_arg_i64(out.s1),
-                   fp_arg_i64(a.s0),    fp_arg_i64(a.s1),  fp_arg_i64(b.s0),   fp_arg_i64(b.s1)};
+                   fp_arg_i64(a.s0),    fp_arg_i64(a.s1),  fp_arg_i64(b.s0),   fp_arg_i64(b.s1),
+                   fp_arg_i64(out.off), fp_arg_i64(a.off), fp_arg_i64(b.off)};
   fp_ndrange nd = fp_elem_range(rc, a.M * a.N);
   return fp_rc_launch(
-      rc, FPK_prim_binary, &nd, args, 12,
+      rc, id, &nd, args, 15,
       fp_kcost(view_bytes(a) + view_bytes(b), view_bytes(out), (double)a.M * (double)a.N));
+}
+
+fp_status fp_prim_pad_rows(fp_recipe *rc, fp_dtype dtype, fp_buffer *out, fp_buffer *in,
+                           int64_t rows, int64_t cols, int64_t ld_out) {
+  fp_kernel_id id = dtype == FP_F16 ? FPK_prim_pad_rows_f16 : FPK_prim_pad_rows_bf16;
+  if (dtype != FP_F16 && dtype != FP_BF16) {
+    fp_status st = fp_error(FP_ERR_INVALID_ARGUMENT, "prim_pad_rows: no build for %s",
+                            fp_dtype_name(dtype));
+    if (rc->status == FP_OK)
+      rc->status = st;
+    return st;
+  }
+  fp_arg args[] = {fp_arg_tensor(out, dtype), fp_arg_tensor(in, dtype), fp_arg_i64(rows),
+                   fp_arg_i64(cols), fp_arg_i64(ld_out)};
+  fp_ndrange nd = fp_elem_range(rc, rows * ld_out);
+  const uint64_t size = fp_dtype_size(dtype);
+  return fp_rc_launch(rc, id, &nd, args, 5,
+                      fp_kcost(size * (uint64_t)(rows * cols), size * (uint64_t)(rows * ld_out), 0));
 }
 
 fp_status fp_prim_reduce_rows(fp_recipe *rc, int op, fp_buffer *out, fp_view a) {

@@ -27,6 +27,7 @@ struct fp_recipe {
   fp_buffer *const *out;
   fp_buffer *ws[FP_MAX_WORKSPACE]; /* real run: allocated from the dry run's sizes */
   uint64_t ws_bytes[FP_MAX_WORKSPACE];
+  bool ws_zeroed[FP_MAX_WORKSPACE]; /* zero-filled when the plan is created */
   int n_ws;
   fp_cost cost;
   fp_status status; /* first failure (dry run: a recipe error) */
@@ -54,10 +55,21 @@ fp_buffer *fp_rc_out(fp_recipe *rc, int k);
  * is how a recipe models a caching allocator handing back a dead
  * intermediate. */
 fp_buffer *fp_rc_ws(fp_recipe *rc, int k, uint64_t bytes);
+/* The same, zero-filled once when the plan is created (not per run): for
+ * kernels that leave their workspace zeroed again (split-K counters). */
+fp_buffer *fp_rc_ws_zeroed(fp_recipe *rc, int k, uint64_t bytes);
 
 /* Enqueues a kernel (real run) and adds its cost (both runs). */
 fp_status fp_rc_launch(fp_recipe *rc, fp_kernel_id id, const fp_ndrange *nd, const fp_arg *args,
                        int nargs, fp_kernel_cost cost);
+
+/* Enqueues a call of the backend's GEMM library (real run) and adds its
+ * cost (both runs): a library call, counted apart from kernel launches.
+ * FP_ERR_UNSUPPORTED, in the dry run already, when the library cannot
+ * compute g (fp_library_gemm_check). */
+fp_status fp_rc_library_gemm(fp_recipe *rc, const fp_lib_gemm *g, fp_buffer *a, fp_buffer *b,
+                             fp_buffer *c, fp_buffer *d, fp_buffer *bias, fp_buffer *workspace,
+                             fp_kernel_cost cost);
 
 /* Geometry helpers for the conventions of kernels.def. */
 fp_ndrange fp_elem_range(const fp_recipe *rc, int64_t n);
@@ -67,19 +79,27 @@ fp_ndrange fp_tile_range(const fp_recipe *rc, int64_t M, int64_t N);
 
 /* ---- the unfused building blocks: one primitive kernel each ---------------- */
 
-/* A 2-D [M, N] view of a float buffer with element strides; stride 0
- * broadcasts (a bias [N] is (0, 1), a per-row value [M] is (1, 0)). */
+/* A 2-D [M, N] view of a buffer with element strides; stride 0 broadcasts
+ * (a bias [N] is (0, 1), a per-row value [M] is (1, 0)). The element type is
+ * float32 unless fp_view_typed says otherwise; a primitive's operands share
+ * one type (f32, f16 or bf16), computed in float and rounded once. */
 typedef struct fp_view {
   fp_buffer *buf;
   int64_t M, N, s0, s1;
+  fp_dtype dtype;
+  int64_t off; /* storage offset, elements */
 } fp_view;
 
 fp_view fp_view_rows(fp_buffer *b, int64_t M, int64_t N);   /* row-major [M,N] */
 fp_view fp_view_bias(fp_buffer *b, int64_t M, int64_t N);   /* [N] over rows */
 fp_view fp_view_perrow(fp_buffer *b, int64_t M, int64_t N); /* [M] over columns */
 fp_view fp_view_strided(fp_buffer *b, int64_t M, int64_t N, int64_t s0, int64_t s1);
-/* View of tensor desc t (rank 1 [N] broadcast over M rows, or rank 2). */
+/* View of tensor desc t (rank 1 [N] broadcast over M rows, or rank 2), of its type. */
 fp_view fp_view_of(fp_buffer *b, const fp_tensor_desc *t, int64_t M, int64_t N);
+/* v with element type dtype. */
+fp_view fp_view_typed(fp_view v, fp_dtype dtype);
+/* v starting `off` elements into its buffer (a column block of a wider tensor). */
+fp_view fp_view_offset(fp_view v, int64_t off);
 
 fp_status fp_prim_unary(fp_recipe *rc, int op, float alpha, float beta, fp_view out, fp_view a);
 fp_status fp_prim_binary(fp_recipe *rc, int op, fp_view out, fp_view a, fp_view b);
@@ -87,5 +107,9 @@ fp_status fp_prim_binary(fp_recipe *rc, int op, fp_view out, fp_view a, fp_view 
 fp_status fp_prim_reduce_rows(fp_recipe *rc, int op, fp_buffer *out, fp_view a);
 fp_status fp_prim_dropout(fp_recipe *rc, fp_view out, fp_view a, float p, float scale,
                           uint64_t seed, int training);
+/* out [rows, ld_out] = in [rows, cols] with columns cols..ld_out-1 zero
+ * (f16/bf16): a GEMM operand whose rows start 16-byte aligned. */
+fp_status fp_prim_pad_rows(fp_recipe *rc, fp_dtype dtype, fp_buffer *out, fp_buffer *in,
+                           int64_t rows, int64_t cols, int64_t ld_out);
 
 #endif

@@ -69,7 +69,7 @@ static void check_op_shapes(const fp_op *op, const int64_t (*shapes)[2], int n_s
     for (int c = 0; c < combos; ++c) {
       fp_problem p;
       fp_problem_init(&p, op);
-      FP_ASSERT_OK(fp_problem_set_grid(&p, shapes[s][0], shapes[s][1]));
+      FP_ASSERT_OK(fp_problem_set_grid2(&p, shapes[s][0], shapes[s][1]));
       int rest = c;
       for (int k = 0; k < op->n_params; ++k) {
         const fp_param_decl *d = &op->params[k];
@@ -171,7 +171,7 @@ static void test_nan_semantics(void **state) {
     const fp_op *op = fp_op_find(ops[o]);
     fp_problem p;
     fp_problem_init(&p, op);
-    FP_ASSERT_OK(fp_problem_set_grid(&p, M, N));
+    FP_ASSERT_OK(fp_problem_set_grid2(&p, M, N));
     for (int v = 0; v < op->n_variants; ++v) {
       fp_accuracy acc;
       run_with_inputs(&p, &op->variants[v], &x, &acc);
@@ -191,7 +191,7 @@ static void test_dropout_mask_matches_cpu(void **state) {
   const fp_op *op = fp_op_find("bias_dropout_add");
   fp_problem p;
   fp_problem_init(&p, op);
-  FP_ASSERT_OK(fp_problem_set_grid(&p, 257, 1000));
+  FP_ASSERT_OK(fp_problem_set_grid2(&p, 257, 1000));
   FP_ASSERT_OK(fp_problem_set(&p, "training", "true"));
   FP_ASSERT_OK(fp_problem_set(&p, "p", "0.3"));
   char seed_text[32];
@@ -313,7 +313,7 @@ static void opencl_knob_rejects_and_matches(const char *env, const char *bad, co
     const fp_op *op = fp_op_find(names[k]);
     fp_problem p;
     fp_problem_init(&p, op);
-    FP_ASSERT_OK(fp_problem_set_grid(&p, M, N));
+    FP_ASSERT_OK(fp_problem_set_grid2(&p, M, N));
     fp_io_desc io;
     op->describe(&p, &io);
     const uint64_t seed = fp_test_next_seed();
@@ -390,7 +390,7 @@ static void double_softmax_run(fp_context *ctx, const float *x, int64_t M, int64
   const fp_op *op = fp_op_find("double_softmax");
   fp_problem p;
   fp_problem_init(&p, op);
-  FP_ASSERT_OK(fp_problem_set_grid(&p, M, N));
+  FP_ASSERT_OK(fp_problem_set_grid2(&p, M, N));
   fp_io_desc io;
   op->describe(&p, &io);
   fp_buffer *in[FP_MAX_TENSORS], *out[FP_MAX_TENSORS];
@@ -542,7 +542,7 @@ static void test_long_rows(void **state) {
     const fp_op *op = fp_op_find(names[k]);
     fp_problem p;
     fp_problem_init(&p, op);
-    FP_ASSERT_OK(fp_problem_set_grid(&p, 2, (1 << 20) + 1));
+    FP_ASSERT_OK(fp_problem_set_grid2(&p, 2, (1 << 20) + 1));
     for (int v = 0; v < op->n_variants; ++v)
       check_case(&p, &op->variants[v]);
   }

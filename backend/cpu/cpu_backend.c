@@ -150,6 +150,10 @@ static fp_status cpu_init(fp_context *ctx, const fp_context_options *opts) {
   info->subgroup_width = 1;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   info->compute_units = cores > 0 ? (uint32_t)cores : 1;
+  /* its own blocked GEMM; no fused epilogues (those are cuBLASLt's) */
+  fp_copy_string(info->gemm_library, sizeof info->gemm_library, "fuseport CPU GEMM");
+  info->gemm_library_dtypes = (1u << FP_F32) | (1u << FP_F16) | (1u << FP_BF16);
+  info->gemm_library_epilogues = false;
 
   cpu_state *state = calloc(1, sizeof *state);
   if (state == NULL)
@@ -300,4 +304,5 @@ const fp_backend_ops fp_cpu_backend_ops = {
     .kernel_available = cpu_kernel_available,
     .kernel_prepare = cpu_kernel_prepare,
     .launch = cpu_launch,
+    .library_gemm = fp_cpu_library_gemm,
 };

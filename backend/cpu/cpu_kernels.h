@@ -16,6 +16,11 @@ typedef void (*fp_cpu_kernel_fn)(const fp_ndrange *nd, const fp_karg *args);
 #include "kernels.def"
 #undef FP_KERNEL_FAMILY
 
+/* The CPU backend's library GEMM (kernels/cpu/gemm.c): the same float
+ * accumulation as its gemm kernels, with alpha, beta*C and batches. */
+fp_status fp_cpu_library_gemm(fp_context *ctx, const fp_lib_gemm *g, void *a, void *b, void *c,
+                              void *d, void *bias, void *ws, uint64_t ws_bytes);
+
 /* Argument accessors for kernel bodies. */
 #define FP_CPU_F32P(args, i) ((float *)(args)[i].v.handle)
 #define FP_CPU_I64(args, i) ((args)[i].v.i64)

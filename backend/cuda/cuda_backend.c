@@ -633,7 +633,8 @@ static bool elem_operands(fp_kernel_id id, const fp_karg *args, int nargs, int64
   *training = false;
   for (int a = 0; a < nargs && a < 4; ++a)
     operands[a].address =
-        args[a].kind == FP_ARG_BUFFER ? (uint64_t)(uintptr_t)args[a].v.handle : 1u; /* misaligned */
+        fp_arg_kind_is_buffer(args[a].kind) ? (uint64_t)(uintptr_t)args[a].v.handle
+                                            : 1u; /* misaligned */
   switch (id) {
   case FPK_pointwise_chain_fused: /* (out, x, n): [1, n] */
     if (nargs != 3 || args[2].kind != FP_ARG_I64)

@@ -83,6 +83,7 @@
 
 /* The embedded programs, one per family of kernels.def. */
 #include "fp_cl_elementwise.h"
+#include "fp_cl_gemm.h"
 #include "fp_cl_horizontal.h"
 #include "fp_cl_prim.h"
 #include "fp_cl_reduce.h"
@@ -1563,8 +1564,12 @@ static fp_status ocl_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *
   for (int a = 0; a < nargs; ++a) {
     cl_int err = CL_SUCCESS;
     switch (args[a].kind) {
-    case FP_ARG_BUFFER: {
-      cl_mem mem = (cl_mem)args[a].v.handle;
+    case FP_ARG_BUFFER:
+    case FP_ARG_BUF_F16:
+    case FP_ARG_BUF_BF16:
+    case FP_ARG_BUF_U32:
+    case FP_ARG_BUF_U8: {
+      cl_mem mem = (cl_mem)args[a].v.handle; /* NULL: an optional buffer passed as none */
       err = clSetKernelArg(kernel, (cl_uint)a, sizeof mem, &mem);
       break;
     }

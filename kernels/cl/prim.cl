@@ -37,13 +37,20 @@ static float fp_unary(int op, float a, float alpha, float beta) {
     return a > 0.0f ? a : (isnan(a) ? a : 0.0f);
   case FP_UNARY_AFFINE:
     return alpha * a + beta;
+  case FP_UNARY_SIGMOID:
+    return fp_sigmoid(a);
+  case FP_UNARY_GELU_ERF:
+    return fp_gelu_erf(a);
   default:
     return NAN;
   }
 }
 
 __kernel void prim_unary(__global float *out, __global const float *a, int op, float alpha,
-                         float beta, long M, long N, long so0, long so1, long sa0, long sa1) {
+                         float beta, long M, long N, long so0, long so1, long sa0, long sa1,
+                         long oo, long oa) {
+  out += oo;
+  a += oa;
   fp_pos pos[FP_ELEM_UNROLL];
   long di, dj;
   if (!fp_walk_begin(M, N, pos, &di, &dj))
@@ -81,7 +88,10 @@ static float fp_binary(int op, float a, float b) {
 
 __kernel void prim_binary(__global float *out, __global const float *a, __global const float *b,
                           int op, long M, long N, long so0, long so1, long sa0, long sa1, long sb0,
-                          long sb1) {
+                          long sb1, long oo, long oa, long ob) {
+  out += oo;
+  a += oa;
+  b += ob;
   fp_pos pos[FP_ELEM_UNROLL];
   long di, dj;
   if (!fp_walk_begin(M, N, pos, &di, &dj))
@@ -170,3 +180,75 @@ __kernel void prim_dropout(__global float *out, __global const float *a, long M,
     }
   }
 }
+
+/* ---- reduced-precision storage and packed words -------------------------------------
+ * Half and bfloat16 values travel as their 16-bit patterns (ushort) and are
+ * converted with fp_device_common.h's bit functions: NVIDIA's OpenCL has no
+ * cl_khr_fp16, and every backend then rounds identically. */
+
+__kernel void fill_uniform_f16(__global ushort *out, long n, long seed, int stream, float scale,
+                               int positive) {
+  const long step = (long)get_global_size(0);
+  for (long i = (long)get_global_id(0); i < n; i += step)
+    out[i] = fp_uniform_f16_bits((ulong)seed, (uint)stream, (ulong)i, scale, positive);
+}
+
+__kernel void fill_uniform_bf16(__global ushort *out, long n, long seed, int stream, float scale,
+                                int positive) {
+  const long step = (long)get_global_size(0);
+  for (long i = (long)get_global_id(0); i < n; i += step)
+    out[i] = fp_uniform_bf16_bits((ulong)seed, (uint)stream, (ulong)i, scale, positive);
+}
+
+__kernel void fill_bits_u32(__global uint *out, long n, long seed, int stream) {
+  const long step = (long)get_global_size(0);
+  for (long i = (long)get_global_id(0); i < n; i += step)
+    out[i] = fp_philox_word((ulong)seed, (ulong)i, (uint)stream, FP_PHILOX_DOMAIN_FILL);
+}
+
+__kernel void fill_bits_u8(__global uchar *out, long n, long seed, int stream) {
+  const long step = (long)get_global_size(0);
+  for (long i = (long)get_global_id(0); i < n; i += step)
+    out[i] = (uchar)(fp_philox_word((ulong)seed, (ulong)i, (uint)stream, FP_PHILOX_DOMAIN_FILL) &
+                     0xFFu);
+}
+
+/* The 16-bit primitives: one body per storage type (LOAD16: bits -> float,
+ * STORE16: float -> bits), computed in float and rounded once. */
+#define FP_PRIM16(SUFFIX, LOAD16, STORE16)                                                         \
+  __kernel void prim_unary_##SUFFIX(__global ushort *out, __global const ushort *a, int op,        \
+                                    float alpha, float beta, long M, long N, long so0, long so1,   \
+                                    long sa0, long sa1, long oo, long oa) {                        \
+    out += oo;                                                                                     \
+    a += oa;                                                                                       \
+    const long step = (long)get_global_size(0);                                                    \
+    for (long e = (long)get_global_id(0); e < M * N; e += step) {                                  \
+      const long i = e / N, j = e - (e / N) * N;                                                   \
+      out[i * so0 + j * so1] = STORE16(fp_unary(op, LOAD16(a[i * sa0 + j * sa1]), alpha, beta));   \
+    }                                                                                              \
+  }                                                                                                \
+  __kernel void prim_binary_##SUFFIX(__global ushort *out, __global const ushort *a,               \
+                                     __global const ushort *b, int op, long M, long N, long so0,   \
+                                     long so1, long sa0, long sa1, long sb0, long sb1, long oo,    \
+                                     long oa, long ob) {                                           \
+    out += oo;                                                                                     \
+    a += oa;                                                                                       \
+    b += ob;                                                                                       \
+    const long step = (long)get_global_size(0);                                                    \
+    for (long e = (long)get_global_id(0); e < M * N; e += step) {                                  \
+      const long i = e / N, j = e - (e / N) * N;                                                   \
+      out[i * so0 + j * so1] =                                                                     \
+          STORE16(fp_binary(op, LOAD16(a[i * sa0 + j * sa1]), LOAD16(b[i * sb0 + j * sb1])));     \
+    }                                                                                              \
+  }                                                                                                \
+  __kernel void prim_pad_rows_##SUFFIX(__global ushort *out, __global const ushort *in, long rows, \
+                                       long cols, long ld) {                                       \
+    const long step = (long)get_global_size(0);                                                    \
+    for (long e = (long)get_global_id(0); e < rows * ld; e += step) {                              \
+      const long i = e / ld, j = e - (e / ld) * ld;                                                \
+      out[e] = j < cols ? in[i * cols + j] : (ushort)0;                                            \
+    }                                                                                              \
+  }
+
+FP_PRIM16(f16, fp_f16_bits_to_f32, fp_f32_to_f16_bits)
+FP_PRIM16(bf16, fp_bf16_bits_to_f32, fp_f32_to_bf16_bits)

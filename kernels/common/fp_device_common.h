@@ -21,6 +21,10 @@ typedef long fp_i64;
 #define FP_TANHF(x) tanh(x)
 #define FP_EXPF(x) exp(x)
 #define FP_FMAXF(a, b) fmax(a, b)
+#define FP_ERFF(x) erf(x)
+typedef ushort fp_u16;
+#define FP_FLOAT_AS_BITS(x) as_uint(x)
+#define FP_BITS_AS_FLOAT(x) as_float(x)
 #elif defined(__CUDACC__)
 #define FP_FN static __host__ __device__ __forceinline__
 typedef unsigned int fp_u32;
@@ -30,8 +34,13 @@ typedef long long fp_i64;
 #define FP_TANHF(x) tanhf(x)
 #define FP_EXPF(x) expf(x)
 #define FP_FMAXF(a, b) fmaxf(a, b)
+#define FP_ERFF(x) erff(x)
+typedef unsigned short fp_u16;
+#define FP_FLOAT_AS_BITS(x) __float_as_uint(x)
+#define FP_BITS_AS_FLOAT(x) __uint_as_float(x)
 #else
 #include <math.h>
+#include <string.h>
 #include <stdint.h>
 #define FP_FN static inline
 typedef uint32_t fp_u32;
@@ -41,6 +50,20 @@ typedef int64_t fp_i64;
 #define FP_TANHF(x) tanhf(x)
 #define FP_EXPF(x) expf(x)
 #define FP_FMAXF(a, b) fmaxf(a, b)
+#define FP_ERFF(x) erff(x)
+typedef uint16_t fp_u16;
+static inline uint32_t fp_float_as_bits_host(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+static inline float fp_bits_as_float_host(uint32_t u) {
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+}
+#define FP_FLOAT_AS_BITS(x) fp_float_as_bits_host(x)
+#define FP_BITS_AS_FLOAT(x) fp_bits_as_float_host(x)
 #endif
 
 /* ---- op codes of the primitive kernels ---------------------------------- */
@@ -52,7 +75,9 @@ typedef int64_t fp_i64;
 #define FP_UNARY_RSQRT 5
 #define FP_UNARY_RELU 6
 #define FP_UNARY_AFFINE 7 /* alpha*a + beta */
-#define FP_UNARY_COUNT 8
+#define FP_UNARY_SIGMOID 8
+#define FP_UNARY_GELU_ERF 9 /* x * 0.5 * (1 + erf(x / sqrt(2))), torch's default gelu */
+#define FP_UNARY_COUNT 10
 
 #define FP_BINARY_ADD 0
 #define FP_BINARY_SUB 1
@@ -64,6 +89,21 @@ typedef int64_t fp_i64;
 #define FP_REDUCE_SUM 0
 #define FP_REDUCE_MAX 1 /* torch.amax: NaN propagates */
 #define FP_REDUCE_COUNT 2
+
+/* ---- GEMM epilogues (kernels.def, family gemm) ---------------------------- */
+#define FP_EPI_NONE 0
+#define FP_EPI_BIAS 1      /* acc + bias[j] */
+#define FP_EPI_ADD 2       /* acc + add[i, j] */
+#define FP_EPI_RELU 3      /* relu(acc) */
+#define FP_EPI_BIAS_RELU 4 /* relu(acc + bias[j]) */
+#define FP_EPI_ADD_RELU 5  /* relu(acc + add[i, j]) */
+#define FP_EPI_SPLIT_ACT 6 /* paired: sigmoid(left) * tanh(right) */
+#define FP_EPI_GEGLU 7     /* paired: (left + bias[j]) * gelu_erf(right + bias[N + j]) */
+#define FP_EPI_COUNT 8
+/* Whether the epilogue pairs column j with column N + j of a [.., 2N] product. */
+#define FP_EPI_PAIRED(e) ((e) == FP_EPI_SPLIT_ACT || (e) == FP_EPI_GEGLU)
+#define FP_EPI_READS_BIAS(e) ((e) == FP_EPI_BIAS || (e) == FP_EPI_BIAS_RELU || (e) == FP_EPI_GEGLU)
+#define FP_EPI_READS_ADD(e) ((e) == FP_EPI_ADD || (e) == FP_EPI_ADD_RELU)
 
 /* Philox counter word 3 separates the generator's uses. */
 #define FP_PHILOX_DOMAIN_DROPOUT 0x0u
@@ -126,6 +166,73 @@ FP_FN int fp_dropout_keep(fp_u64 seed, fp_u64 index, float p) {
   return u >= p;
 }
 
+/* ---- reduced-precision storage --------------------------------------------------
+ * Conversions on bit patterns (no half type needed: NVIDIA's OpenCL has no
+ * cl_khr_fp16), so every backend rounds identically: float -> half and
+ * float -> bfloat16 round to nearest, ties to even; NaN stays a quiet NaN of
+ * the same sign; values past the range become infinities. */
+
+FP_FN float fp_bf16_bits_to_f32(fp_u32 h) { return FP_BITS_AS_FLOAT((fp_u32)(h & 0xFFFFu) << 16); }
+
+FP_FN fp_u16 fp_f32_to_bf16_bits(float f) {
+  fp_u32 u = FP_FLOAT_AS_BITS(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) /* NaN: keep it quiet (a rounded payload could be inf) */
+    return (fp_u16)((u >> 16) | 0x0040u);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return (fp_u16)(u >> 16);
+}
+
+FP_FN float fp_f16_bits_to_f32(fp_u32 h) {
+  fp_u32 sign = (h & 0x8000u) << 16;
+  fp_u32 exp = (h >> 10) & 0x1Fu;
+  fp_u32 man = h & 0x3FFu;
+  if (exp == 0x1Fu) /* inf, NaN */
+    return FP_BITS_AS_FLOAT(sign | 0x7F800000u | (man << 13));
+  if (exp != 0)
+    return FP_BITS_AS_FLOAT(sign | ((exp + 112u) << 23) | (man << 13));
+  /* zero and subnormals: man * 2^-24, exact in float */
+  float v = (float)man * 5.9604644775390625e-8f;
+  return sign != 0 ? -v : v;
+}
+
+FP_FN fp_u16 fp_f32_to_f16_bits(float f) {
+  fp_u32 u = FP_FLOAT_AS_BITS(f);
+  fp_u32 sign = (u >> 16) & 0x8000u;
+  fp_u32 a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) /* NaN */
+    return (fp_u16)(sign | 0x7E00u | ((a >> 13) & 0x3FFu));
+  if (a >= 0x477FF000u) /* >= 65520: rounds past the largest half, 65504 */
+    return (fp_u16)(sign | 0x7C00u);
+  if (a < 0x38800000u) { /* below 2^-14: a subnormal half (or zero) */
+    if (a < 0x33000000u) /* below 2^-25: rounds to zero (2^-25 itself ties to even: 0) */
+      return (fp_u16)sign;
+    fp_u32 e = a >> 23;             /* 102..112 */
+    fp_u32 m = (a & 0x7FFFFFu) | 0x800000u;
+    fp_u32 shift = 126u - e;        /* 14..24: value = m * 2^(e-150), half unit 2^-24 */
+    fp_u32 q = m >> shift;
+    fp_u32 rest = m & ((1u << shift) - 1u);
+    fp_u32 halfway = 1u << (shift - 1u);
+    if (rest > halfway || (rest == halfway && (q & 1u)))
+      ++q;
+    return (fp_u16)(sign | q);
+  }
+  /* normal: rebias the exponent, round the 13 dropped bits to nearest even
+   * (a carry out of the mantissa correctly bumps the exponent) */
+  fp_u32 r = a - 0x38000000u;
+  r += 0xFFFu + ((r >> 13) & 1u);
+  return (fp_u16)(sign | (r >> 13));
+}
+
+/* Random input values of each storage type: the f32 value rounded once. */
+FP_FN fp_u16 fp_uniform_f16_bits(fp_u64 seed, fp_u32 stream, fp_u64 index, float scale,
+                                 int positive) {
+  return fp_f32_to_f16_bits(fp_uniform_f32(seed, stream, index, scale, positive));
+}
+FP_FN fp_u16 fp_uniform_bf16_bits(fp_u64 seed, fp_u32 stream, fp_u64 index, float scale,
+                                  int positive) {
+  return fp_f32_to_bf16_bits(fp_uniform_f32(seed, stream, index, scale, positive));
+}
+
 /* ---- scalar formulas of the elementwise operators ------------------------------ */
 
 /* torch.maximum: NaN in either operand gives NaN. */
@@ -140,6 +247,29 @@ FP_FN float fp_pointwise_chain(float x) {
 
 FP_FN float fp_gelu_tanh(float x) {
   return x * 0.5f * (1.0f + FP_TANHF(0.79788456f * x * (1.0f + 0.044715f * x * x)));
+}
+
+/* torch.nn.functional.gelu's default (approximate='none'). */
+FP_FN float fp_gelu_erf(float x) { return x * 0.5f * (1.0f + FP_ERFF(x * 0.70710678118654752f)); }
+
+FP_FN float fp_sigmoid(float x) { return 1.0f / (1.0f + FP_EXPF(-x)); }
+
+/* The GEMM epilogues on float accumulators (FP_EPI_*): the unpaired ones of
+ * acc (bias_or_add: bias[j] or add[i, j], 0 when the epilogue reads
+ * neither), the paired ones of the left and right accumulators (and their
+ * biases for GEGLU). */
+FP_FN float fp_epilogue_unpaired(int epi, float acc, float bias_or_add) {
+  float v = (FP_EPI_READS_BIAS(epi) || FP_EPI_READS_ADD(epi)) ? acc + bias_or_add : acc;
+  return (epi == FP_EPI_RELU || epi == FP_EPI_BIAS_RELU || epi == FP_EPI_ADD_RELU)
+             ? (v > 0.0f ? v : (v != v ? v : 0.0f))
+             : v;
+}
+
+FP_FN float fp_epilogue_paired(int epi, float left, float right, float bias_left,
+                               float bias_right) {
+  if (epi == FP_EPI_GEGLU)
+    return (left + bias_left) * fp_gelu_erf(right + bias_right);
+  return fp_sigmoid(left) * FP_TANHF(right);
 }
 
 #endif

@@ -33,6 +33,10 @@ template <int OP> __device__ __forceinline__ float unary_op(float a, float alpha
     return a > 0.0f ? a : (a != a ? a : 0.0f); /* NaN stays NaN */
   } else if constexpr (OP == FP_UNARY_AFFINE) {
     return __fmul_rn(alpha, a) + beta; /* no FMA contraction: the CPU rounds twice too */
+  } else if constexpr (OP == FP_UNARY_SIGMOID) {
+    return fp_sigmoid(a);
+  } else if constexpr (OP == FP_UNARY_GELU_ERF) {
+    return fp_gelu_erf(a);
   } else {
     return CUDART_NAN_F; /* unknown op code, as on the CPU */
   }
@@ -141,11 +145,13 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
       [&](long long e, float x) { out[e] = x; });
 }
 
-/* prim_unary(out, a, op, alpha, beta, M, N, so0, so1, sa0, sa1)      ELEM */
+/* prim_unary(out, a, op, alpha, beta, M, N, so0, so1, sa0, sa1, oo, oa)      ELEM */
 static __global__ void __launch_bounds__(kMaxBlock, 1)
     prim_unary(float *out, const float *a, int op, float alpha, float beta, long long M,
-               long long N, long long so0, long long so1, long long sa0, long long sa1) {
-  const View2D in[1] = {{a, sa0, sa1}};
+               long long N, long long so0, long long so1, long long sa0, long long sa1,
+               long long oo, long long oa) {
+  out += oo;
+  const View2D in[1] = {{a + oa, sa0, sa1}};
   switch (op) {
   case FP_UNARY_COPY:
     prim_unary_run<FP_UNARY_COPY>(out, so0, so1, in, M, N, alpha, beta);
@@ -171,18 +177,25 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
   case FP_UNARY_AFFINE:
     prim_unary_run<FP_UNARY_AFFINE>(out, so0, so1, in, M, N, alpha, beta);
     break;
+  case FP_UNARY_SIGMOID:
+    prim_unary_run<FP_UNARY_SIGMOID>(out, so0, so1, in, M, N, alpha, beta);
+    break;
+  case FP_UNARY_GELU_ERF:
+    prim_unary_run<FP_UNARY_GELU_ERF>(out, so0, so1, in, M, N, alpha, beta);
+    break;
   default:
     prim_unary_run<-1>(out, so0, so1, in, M, N, alpha, beta);
     break;
   }
 }
 
-/* prim_binary(out, a, b, op, M, N, so0, so1, sa0, sa1, sb0, sb1)      ELEM */
+/* prim_binary(out, a, b, op, M, N, so0, so1, sa0, sa1, sb0, sb1, oo, oa, ob)      ELEM */
 static __global__ void __launch_bounds__(kMaxBlock, 1)
     prim_binary(float *out, const float *a, const float *b, int op, long long M, long long N,
                 long long so0, long long so1, long long sa0, long long sa1, long long sb0,
-                long long sb1) {
-  const View2D in[2] = {{a, sa0, sa1}, {b, sb0, sb1}};
+                long long sb1, long long oo, long long oa, long long ob) {
+  out += oo;
+  const View2D in[2] = {{a + oa, sa0, sa1}, {b + ob, sb0, sb1}};
   switch (op) {
   case FP_BINARY_ADD:
     prim_binary_run<FP_BINARY_ADD>(out, so0, so1, in, M, N);

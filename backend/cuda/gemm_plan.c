@@ -1,0 +1,229 @@
+/* fuseport CUDA GEMM planner (gemm_plan.h): path selection by named
+ * predicates, then a tile configuration per shape from the path's table. */
+#include "gemm_plan.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../../kernels/common/fp_device_common.h"
+#include "../../kernels/cu/gemm_simt_configs.h"
+#include "../../kernels/cu/gemm_skinny_configs.h"
+#include "../../kernels/cu/gemm_sm80_configs.h"
+#include "../../kernels/cu/gemm_sm90_configs.h"
+
+/* fp_dtype values (backend.h; not included here to keep this file plain C
+ * without the layer). */
+enum { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
+
+typedef struct cfg_row {
+  int index, bm, bn, bk, stages, threads;
+  uint32_t smem, flags;
+} cfg_row;
+
+#define FP_GEMM_ROW(INDEX, BM, BN, BK, STAGES, THREADS, SMEM, FLAGS)                                \
+  {INDEX, BM, BN, BK, STAGES, THREADS, SMEM, FLAGS},
+static const cfg_row sm90_rows[] = {FP_GEMM_SM90_CONFIGS(FP_GEMM_ROW)};
+static const cfg_row sm80_rows[] = {FP_GEMM_SM80_CONFIGS(FP_GEMM_ROW)};
+static const cfg_row simt_rows[] = {FP_GEMM_SIMT_CONFIGS(FP_GEMM_ROW)};
+static const cfg_row skinny_rows[] = {FP_GEMM_SKINNY_CONFIGS(FP_GEMM_ROW)};
+#undef FP_GEMM_ROW
+
+static const struct {
+  const cfg_row *rows;
+  int n;
+} tables[FP_GEMM_PATH_COUNT] = {
+    {sm90_rows, (int)(sizeof sm90_rows / sizeof sm90_rows[0])},
+    {sm80_rows, (int)(sizeof sm80_rows / sizeof sm80_rows[0])},
+    {simt_rows, (int)(sizeof simt_rows / sizeof simt_rows[0])},
+    {skinny_rows, (int)(sizeof skinny_rows / sizeof skinny_rows[0])},
+};
+
+static const char *const path_names[FP_GEMM_PATH_COUNT] = {"sm90", "sm80", "simt", "skinny"};
+
+const char *fp_gemm_path_name(fp_gemm_path path) {
+  return (unsigned)path < FP_GEMM_PATH_COUNT ? path_names[path] : "auto";
+}
+
+bool fp_gemm_path_from_env(const char *text, fp_gemm_path *out) {
+  *out = FP_GEMM_PATH_AUTO;
+  if (text == NULL || *text == '\0' || strcmp(text, "auto") == 0)
+    return true;
+  for (int p = 0; p < FP_GEMM_PATH_COUNT; ++p)
+    if (strcmp(text, path_names[p]) == 0) {
+      *out = (fp_gemm_path)p;
+      return true;
+    }
+  return false;
+}
+
+static bool fail(char *why, size_t len, const char *fmt, ...) {
+  if (why != NULL && len > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, len, fmt, ap);
+    va_end(ap);
+  }
+  return false;
+}
+
+/* ---- path predicates --------------------------------------------------------------- */
+
+static bool is_half(int dtype) { return dtype == DT_F16 || dtype == DT_BF16; }
+
+/* wgmma and TMA: the sm_90a code runs on compute capability 9.0 only. */
+static bool use_sm90(const fp_gemm_request *r, const fp_gemm_device *d) {
+  return is_half(r->dtype) && d->cc_major == 9 && d->cc_minor == 0;
+}
+/* mma.sync m16n8k16 with bf16: Ampere and later. */
+static bool use_sm80(const fp_gemm_request *r, const fp_gemm_device *d) {
+  return is_half(r->dtype) && d->cc_major >= 8;
+}
+/* Up to 16 rows the product is a matrix-vector product per row: it moves
+ * B once at memory speed, which a tile of 64-256 rows would mostly waste. */
+static bool use_skinny(const fp_gemm_request *r) { return !r->b2b && r->M <= 16; }
+static bool use_simt(const fp_gemm_request *r) { return r->dtype == DT_F32; }
+
+static bool path_can(fp_gemm_path p, const fp_gemm_request *r, const fp_gemm_device *d) {
+  switch (p) {
+  case FP_GEMM_PATH_SM90:
+    return use_sm90(r, d);
+  case FP_GEMM_PATH_SM80:
+    return use_sm80(r, d);
+  case FP_GEMM_PATH_SIMT:
+    return use_simt(r);
+  case FP_GEMM_PATH_SKINNY:
+    return !r->b2b;
+  default:
+    return false;
+  }
+}
+
+/* ---- configurations ------------------------------------------------------------------- */
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Relative time of a configuration on the shape: the waves of tiles the
+ * grid takes times the work of a tile (padding waste included), over the
+ * tile's arithmetic intensity (bm*bn/(bm+bn): bytes loaded per MMA), which
+ * saturates at the largest tiles. */
+static double config_cost(const cfg_row *c, int64_t M, int64_t NB, int64_t K, int sms,
+                          int split_k) {
+  const int64_t tiles = ceil_div(M, c->bm) * ceil_div(NB, c->bn);
+  const double waves = (double)ceil_div(tiles * split_k, sms > 0 ? sms : 1);
+  const double intensity = (double)c->bm * c->bn / (c->bm + c->bn);
+  const double best = 128.0 * 256.0 / (128.0 + 256.0);
+  const double eff = intensity < best ? intensity / best : 1.0;
+  const double k_share = (double)ceil_div(K, split_k);
+  return waves * (double)c->bm * (double)c->bn * k_share / eff;
+}
+
+/* Split K over more blocks when the tiles alone leave most SMs idle and K
+ * is deep enough that each share keeps several k-steps. */
+static int choose_split(const cfg_row *c, int64_t M, int64_t NB, int64_t K, int sms) {
+  if ((c->flags & FP_GEMM_CFG_SPLIT_K) == 0)
+    return 1;
+  const int64_t tiles = ceil_div(M, c->bm) * ceil_div(NB, c->bn);
+  if (tiles * 2 > sms)
+    return 1;
+  int64_t s = sms / tiles;
+  const int64_t by_depth = K / (4 * (int64_t)c->bk);
+  if (s > by_depth)
+    s = by_depth;
+  if (s > 16)
+    s = 16;
+  return s >= 2 ? (int)s : 1;
+}
+
+static uint64_t split_ws_bytes(int64_t tiles, int split, int bm, int bn) {
+  if (split <= 1)
+    return 0;
+  const uint64_t counters = ((uint64_t)tiles * 4u + 255u) / 256u * 256u;
+  return counters + (uint64_t)split * (uint64_t)tiles * (uint64_t)bm * (uint64_t)bn * 4u;
+}
+
+bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gemm_path force,
+                       fp_gemm_plan *out, char *why, size_t whylen) {
+  memset(out, 0, sizeof *out);
+  if (r->M < 1 || r->N < 1 || r->K < 1 || (r->b2b && r->P < 1))
+    return fail(why, whylen, "empty GEMM (M=%lld N=%lld K=%lld)", (long long)r->M,
+                (long long)r->N, (long long)r->K);
+  if (r->dtype != DT_F32 && !is_half(r->dtype))
+    return fail(why, whylen, "no GEMM path for element type %d", r->dtype);
+  const bool paired = !r->b2b && FP_EPI_PAIRED(r->epilogue);
+  const int64_t NB = paired ? 2 * r->N : r->N;
+
+  fp_gemm_path path;
+  if (force != FP_GEMM_PATH_AUTO) {
+    if (!path_can(force, r, d))
+      return fail(why, whylen,
+                  "FUSEPORT_CUDA_GEMM_PATH=%s cannot run this GEMM (%s, compute capability "
+                  "%d.%d%s)",
+                  path_names[force], r->dtype == DT_F32 ? "f32" : "f16/bf16", d->cc_major,
+                  d->cc_minor, r->b2b ? ", back-to-back" : "");
+    path = force;
+  } else if (use_skinny(r)) {
+    path = FP_GEMM_PATH_SKINNY;
+  } else if (use_simt(r)) {
+    path = FP_GEMM_PATH_SIMT;
+  } else if (use_sm90(r, d)) {
+    path = FP_GEMM_PATH_SM90;
+  } else if (use_sm80(r, d)) {
+    path = FP_GEMM_PATH_SM80;
+  } else {
+    return fail(why, whylen,
+                "f16/bf16 GEMMs need tensor cores of compute capability 8.0 or later (this "
+                "device is %d.%d)",
+                d->cc_major, d->cc_minor);
+  }
+
+  const cfg_row *best = NULL;
+  double best_cost = 0.0;
+  int best_split = 1;
+  for (int k = 0; k < tables[path].n; ++k) {
+    const cfg_row *c = &tables[path].rows[k];
+    if (c->smem > d->smem_optin)
+      continue;
+    const bool b2b_row = (c->flags & FP_GEMM_CFG_B2B) != 0;
+    if (b2b_row != r->b2b)
+      continue;
+    if (r->b2b && c->bn < r->N)
+      continue; /* the intermediate would not fit on chip */
+    if (paired && (c->flags & FP_GEMM_CFG_PAIRED) == 0)
+      continue;
+    const int split = r->b2b ? 1 : choose_split(c, r->M, NB, r->K, d->sm_count);
+    const double cost = config_cost(c, r->M, r->b2b ? r->P : NB, r->K, d->sm_count, split);
+    if (best == NULL || cost < best_cost) {
+      best = c;
+      best_cost = cost;
+      best_split = split;
+    }
+  }
+  out->path = path;
+  out->aligned_rows = path == FP_GEMM_PATH_SM90 || path == FP_GEMM_PATH_SM80;
+  if (best == NULL) {
+    if (r->b2b) { /* no tile holds the intermediate: two GEMMs through memory */
+      out->config = -1;
+      out->b2b_on_chip = false;
+      out->split_k = 1;
+      return true;
+    }
+    return fail(why, whylen, "the %s path has no configuration for this GEMM on %llu bytes of "
+                "shared memory%s",
+                path_names[path], (unsigned long long)d->smem_optin,
+                paired ? " (paired epilogue)" : "");
+  }
+  out->config = best->index;
+  out->bm = best->bm;
+  out->bn = best->bn;
+  out->bk = best->bk;
+  out->stages = best->stages;
+  out->threads = best->threads;
+  out->smem_bytes = best->smem;
+  out->flags = best->flags;
+  out->split_k = best_split;
+  out->b2b_on_chip = r->b2b;
+  const int64_t tiles = ceil_div(r->M, best->bm) * ceil_div(NB, best->bn);
+  out->ws_bytes = split_ws_bytes(tiles, best_split, best->bm, best->bn);
+  return true;
+}

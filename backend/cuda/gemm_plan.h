@@ -1,0 +1,94 @@
+/* fuseport CUDA GEMM planner: which main loop and which tile configuration
+ * a GEMM runs with, as plain C (tested without a GPU, like cuda_plan.h).
+ *
+ * The paths (kernels/cu/gemm_common.cuh):
+ *   SM90    TMA + wgmma, warp-specialised (Hopper; f16/bf16)
+ *   SM80    cp.async + ldmatrix + mma.sync, multistage (Ampere and later;
+ *           f16/bf16)
+ *   SIMT    float32 on CUDA cores (no TF32), any alignment
+ *   SKINNY  M <= 16 (decode-like): memory-bound, every operand read once
+ *
+ * Tile configurations are data: each path's table is an X-macro in its own
+ * header (kernels/cu/gemm_<path>_configs.h), included by the path's .cu,
+ * which instantiates exactly those rows, and by the planner, which picks a
+ * row per shape. A row is
+ *   X(INDEX, BM, BN, BK, STAGES, THREADS, SMEM_BYTES, FLAGS)
+ * with FLAGS a set of FP_GEMM_CFG_* bits.
+ */
+#ifndef FUSEPORT_GEMM_PLAN_H
+#define FUSEPORT_GEMM_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum fp_gemm_path {
+  FP_GEMM_PATH_SM90 = 0,
+  FP_GEMM_PATH_SM80,
+  FP_GEMM_PATH_SIMT,
+  FP_GEMM_PATH_SKINNY,
+  FP_GEMM_PATH_COUNT,
+  FP_GEMM_PATH_AUTO = -1
+} fp_gemm_path;
+
+/* Configuration flags. */
+#define FP_GEMM_CFG_PAIRED 1u  /* instantiated for the paired epilogues */
+#define FP_GEMM_CFG_SPLIT_K 2u /* supports split_k > 1 */
+#define FP_GEMM_CFG_B2B 4u     /* a gemm2 configuration: BN is the largest N it keeps on chip */
+#define FP_GEMM_CFG_CLUSTER2 8u /* launched in clusters of 2 along M (TMA multicast of B) */
+
+/* What a GEMM asks for: gemm_<dt> (b2b false) or gemm2_<dt> (b2b true). */
+typedef struct fp_gemm_request {
+  int dtype;    /* fp_dtype: FP_F32, FP_F16, FP_BF16 */
+  int64_t M, N, K;
+  int64_t P;    /* gemm2: out is [M, P] */
+  int epilogue; /* FP_EPI_* (gemm) */
+  bool trans_b;
+  bool b2b;
+} fp_gemm_request;
+
+/* The device as the planner sees it (from fp_device_info). */
+typedef struct fp_gemm_device {
+  int cc_major, cc_minor;
+  int sm_count;
+  uint64_t smem_optin; /* dynamic shared memory a block may opt into */
+} fp_gemm_device;
+
+typedef struct fp_gemm_plan {
+  fp_gemm_path path;
+  int config; /* row of the path's table */
+  int bm, bn, bk, stages, threads;
+  uint32_t smem_bytes, flags;
+  int split_k;       /* 1: none */
+  uint64_t ws_bytes; /* split-K workspace (zeroed once, left zeroed), 0: none */
+  /* the path loads A and B with 16-byte copies (TMA, cp.async): their rows
+   * must start 16-byte aligned, i.e. lda and ldb multiples of 8 elements */
+  bool aligned_rows;
+  /* gemm2: N fits the tile, the intermediate stays on chip; false: the
+   * recipe runs two GEMMs through a workspace */
+  bool b2b_on_chip;
+} fp_gemm_plan;
+
+/* FUSEPORT_CUDA_GEMM_PATH: auto (default), sm90, sm80, simt, skinny -- a
+ * knob that forces a path (for timing the sm80 loop on an H100). false with
+ * a message for another value. */
+bool fp_gemm_path_from_env(const char *text, fp_gemm_path *out);
+const char *fp_gemm_path_name(fp_gemm_path path);
+
+/* Plans r on d, forcing `force` unless FP_GEMM_PATH_AUTO. false (with why)
+ * when no path can run it (a forced path that lacks the dtype, a device
+ * without tensor cores for f16/bf16 below sm_80...). Pure: the same request
+ * and device give the same plan, so a recipe's dry run sizes exactly the
+ * workspace the launch then uses. */
+bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gemm_path force,
+                       fp_gemm_plan *out, char *why, size_t whylen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

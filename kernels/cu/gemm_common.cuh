@@ -1,0 +1,234 @@
+/* fuseport CUDA GEMM core: what every main loop shares.
+ *
+ * The core is one engine with three swappable parts, as CUTLASS separates
+ * them (STYLE.md, "Examples to follow for the GEMM core"):
+ *   - a main loop per architecture: gemm_sm90.cuh (TMA + wgmma, warp
+ *     specialised), gemm_sm80.cuh (cp.async + ldmatrix + mma.sync),
+ *     gemm_simt.cuh (float32 on CUDA cores, any alignment; the skinny path
+ *     for M <= 16);
+ *   - an operand loader (today: plain row-major tiles; the compression
+ *     family's dequantising loader and convolution's im2col gather plug in
+ *     where the main loops fill shared memory);
+ *   - an epilogue functor, applied to the float accumulators in registers
+ *     before the only store (this file).
+ * The host side (gemm.cu) picks a path and a tile configuration with the
+ * plain-C planner (backend/cuda/gemm_plan.h) and launches.
+ *
+ * Semantics of every kernel: kernels/kernels.def, family gemm.
+ */
+#ifndef FUSEPORT_GEMM_COMMON_CUH
+#define FUSEPORT_GEMM_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "fp_device_common.h"
+
+namespace fpgemm {
+
+/* ---- storage types ----------------------------------------------------------
+ * Stored values are half, __nv_bfloat16 or float; arithmetic is float. The
+ * conversions to storage round to nearest even, as fp_f32_to_f16_bits does
+ * on the host (the reference's view of stored values). */
+template <class T> struct Storage;
+
+template <> struct Storage<float> {
+  static constexpr int kDtype = 0; /* FP_F32 */
+  __device__ __forceinline__ static float to_float(float v) { return v; }
+  __device__ __forceinline__ static float from_float(float v) { return v; }
+};
+template <> struct Storage<__half> {
+  static constexpr int kDtype = 1; /* FP_F16 */
+  __device__ __forceinline__ static float to_float(__half v) { return __half2float(v); }
+  __device__ __forceinline__ static __half from_float(float v) { return __float2half_rn(v); }
+};
+template <> struct Storage<__nv_bfloat16> {
+  static constexpr int kDtype = 2; /* FP_BF16 */
+  __device__ __forceinline__ static float to_float(__nv_bfloat16 v) {
+    return __bfloat162float(v);
+  }
+  __device__ __forceinline__ static __nv_bfloat16 from_float(float v) {
+    return __float2bfloat16_rn(v);
+  }
+};
+
+/* ---- the problem ---------------------------------------------------------------
+ * The arguments of gemm_<dt> (kernels.def) as the launcher hands them to a
+ * path: pointers already resolved, none as nullptr. */
+struct Problem {
+  void *out;
+  const void *a, *b, *bias, *add;
+  void *ws;                     /* split-K workspace (split_workspace_bytes), or nullptr */
+  unsigned long long ws_bytes;
+  long long M, N, K;            /* out is [M, N]; B has N columns, 2N when paired */
+  long long lda, ldb;           /* leading dimensions of a and b, in elements */
+  int epilogue;                 /* FP_EPI_* */
+  int trans_b;                  /* b is [N(2N), K] */
+  int dtype;                    /* FP_F32, FP_F16, FP_BF16 */
+};
+
+/* The arguments of gemm2_<dt>: out[M, P] = round(a @ B)[M, N] @ d[N, P]. */
+struct Problem2 {
+  void *out;
+  const void *a, *b, *d;
+  void *ws; /* the intermediate [M, N] when it does not stay on chip, or nullptr */
+  unsigned long long ws_bytes;
+  long long M, N, K, P;
+  long long lda, ldb, ldd;
+  int trans_b;
+  int dtype;
+};
+
+/* A tile configuration as the planner chose it (backend/cuda/gemm_plan.h):
+ * the path's kernels are instantiated for the configurations of its table
+ * only, and `index` says which row. */
+struct Config {
+  int path;   /* fp_gemm_path */
+  int index;  /* row of the path's configuration table */
+  int bm, bn, bk, stages, threads;
+  int split_k; /* 1: none; > 1: K split over that many blocks per tile */
+  int cluster; /* blocks per thread-block cluster along M (1: none) */
+};
+
+/* ---- epilogues ----------------------------------------------------------------
+ * An epilogue is a struct with host-built Params (passed to the kernel by
+ * value, inside its argument struct) and a device operation on accumulator
+ * values. A main loop calls it on each accumulator pair it holds, for
+ * adjacent columns (col, col + 1) of one row, col even, after the last
+ * k-step (and after the split-K reduction), and stores what it returns,
+ * rounded to T, to out[row, col] and out[row, col + 1] where col + 1 < N:
+ *
+ *   unpaired (kPaired false):
+ *     float2 Epi::apply(const Params&, long long row, long long col,
+ *                       float2 acc, bool second_valid)
+ *   paired (kPaired true): the tile's B columns hold the left block [n0, ..)
+ *     and the right block [N + n0, ..) side by side, so each thread holds
+ *     acc[row, col] and acc[row, N + col] in registers:
+ *     float2 Epi::apply(const Params&, long long row, long long col,
+ *                       float2 left, float2 right, bool second_valid)
+ *
+ * `second_valid` is false when col + 1 == N (the pair's second column is
+ * past the edge: do not read operands there). row < M and col < N always.
+ * The formulas are fp_device_common.h's (fp_epilogue_*), shared with the CPU
+ * and OpenCL backends. */
+
+/* NONE, BIAS, ADD, RELU, BIAS_RELU, ADD_RELU: a runtime kind (uniform across
+ * the kernel, so its branches cost nothing) rather than six instantiations. */
+template <class T> struct EpiLinear {
+  static constexpr bool kPaired = false;
+  struct Params {
+    int kind;          /* FP_EPI_NONE .. FP_EPI_ADD_RELU */
+    const T *bias;     /* [N], or nullptr */
+    const T *add;      /* [M, N] row-major (leading dimension N), or nullptr */
+    long long n;       /* N */
+  };
+  __device__ __forceinline__ static float2 apply(const Params &p, long long row, long long col,
+                                                 float2 acc, bool second_valid) {
+    float2 extra = make_float2(0.0f, 0.0f);
+    if (FP_EPI_READS_BIAS(p.kind)) {
+      extra.x = Storage<T>::to_float(p.bias[col]);
+      if (second_valid)
+        extra.y = Storage<T>::to_float(p.bias[col + 1]);
+    } else if (FP_EPI_READS_ADD(p.kind)) {
+      const T *src = p.add + row * p.n + col;
+      extra.x = Storage<T>::to_float(src[0]);
+      if (second_valid)
+        extra.y = Storage<T>::to_float(src[1]);
+    }
+    return make_float2(fp_epilogue_unpaired(p.kind, acc.x, extra.x),
+                       fp_epilogue_unpaired(p.kind, acc.y, extra.y));
+  }
+};
+
+/* SPLIT_ACT: sigmoid(left) * tanh(right) (the split-activation notebook). */
+template <class T> struct EpiSplitAct {
+  static constexpr bool kPaired = true;
+  struct Params {
+    long long n;
+  };
+  __device__ __forceinline__ static float2 apply(const Params &, long long, long long, float2 left,
+                                                 float2 right, bool) {
+    return make_float2(fp_epilogue_paired(FP_EPI_SPLIT_ACT, left.x, right.x, 0.0f, 0.0f),
+                       fp_epilogue_paired(FP_EPI_SPLIT_ACT, left.y, right.y, 0.0f, 0.0f));
+  }
+};
+
+/* GEGLU: (left + bias[col]) * gelu_erf(right + bias[N + col]). */
+template <class T> struct EpiGeglu {
+  static constexpr bool kPaired = true;
+  struct Params {
+    const T *bias; /* [2N] */
+    long long n;
+  };
+  __device__ __forceinline__ static float2 apply(const Params &p, long long, long long col,
+                                                 float2 left, float2 right, bool second_valid) {
+    float bl0 = Storage<T>::to_float(p.bias[col]);
+    float br0 = Storage<T>::to_float(p.bias[p.n + col]);
+    float bl1 = 0.0f, br1 = 0.0f;
+    if (second_valid) {
+      bl1 = Storage<T>::to_float(p.bias[col + 1]);
+      br1 = Storage<T>::to_float(p.bias[p.n + col + 1]);
+    }
+    return make_float2(fp_epilogue_paired(FP_EPI_GEGLU, left.x, right.x, bl0, br0),
+                       fp_epilogue_paired(FP_EPI_GEGLU, left.y, right.y, bl1, br1));
+  }
+};
+
+/* Stores an epilogue's pair at out[row, col] (and col + 1 when
+ * second_valid), as one 2-element store where the address allows. */
+template <class T>
+__device__ __forceinline__ void store_pair(T *out, long long n, long long row, long long col,
+                                           float2 v, bool second_valid) {
+  T *dst = out + row * n + col;
+  const T x = Storage<T>::from_float(v.x);
+  if (second_valid) {
+    const T y = Storage<T>::from_float(v.y);
+    if ((reinterpret_cast<uintptr_t>(dst) & (2 * sizeof(T) - 1)) == 0) {
+      struct alignas(2 * sizeof(T)) Pair {
+        T x, y;
+      };
+      *reinterpret_cast<Pair *>(dst) = Pair{x, y};
+    } else {
+      dst[0] = x;
+      dst[1] = y;
+    }
+  } else {
+    dst[0] = x;
+  }
+}
+
+/* ---- split-K workspace ------------------------------------------------------------
+ * With split_k > 1, block (tile t, split s) computes the partial product of
+ * its share of K and writes it, as float, to slice s of tile t; then it
+ * increments tile t's arrival counter. The block that arrives last sums the
+ * slices in order 0..split_k-1 (so the result does not depend on which
+ * block came last), applies the epilogue, stores, and resets the counter to
+ * 0 for the next launch. The workspace is zeroed once when the plan is
+ * created (fp_rc_ws_zeroed); every launch leaves it zeroed again.
+ *
+ *   [tiles counters, uint32, padded to 256 bytes][split_k * tiles * bm * bn floats]
+ *
+ * A tile's slice is bm * bn floats, row-major within the tile. */
+__host__ __device__ __forceinline__ unsigned long long split_counters_bytes(long long tiles) {
+  return ((unsigned long long)tiles * 4ull + 255ull) / 256ull * 256ull;
+}
+__host__ __device__ __forceinline__ unsigned long long
+split_workspace_bytes(long long tiles, int split_k, int bm, int bn) {
+  return split_k <= 1 ? 0ull
+                      : split_counters_bytes(tiles) +
+                            (unsigned long long)split_k * (unsigned long long)tiles *
+                                (unsigned long long)bm * (unsigned long long)bn * 4ull;
+}
+__device__ __forceinline__ unsigned *split_counters(void *ws) {
+  return reinterpret_cast<unsigned *>(ws);
+}
+__device__ __forceinline__ float *split_slice(void *ws, long long tiles, long long tile, int split,
+                                              int bm, int bn) {
+  float *base = reinterpret_cast<float *>(reinterpret_cast<char *>(ws) + split_counters_bytes(tiles));
+  return base + ((long long)split * tiles + tile) * (long long)bm * bn;
+}
+
+} // namespace fpgemm
+
+#endif
