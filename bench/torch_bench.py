@@ -23,9 +23,24 @@ graph per dim1 serves a whole column of the grid -- what the default's
 automatic dynamic shapes does after the first recompile -- while dim1, the
 reduced and vectorised dimension, stays static. --dynamic none compiles every
 shape statically (slow: one compile per cell).
+
+The matmul family (SPEC.md "Matmul family": matmul_add, matmul_relu,
+matmul_add_relu, matmul_matmul, matmul_split_act, linear_geglu; --ops matmul)
+has shapes [M, N, K] ([M, N, K, P] for matmul_matmul), params
+"dtype=.. trans_b=.. [add=..]" swept with --param, and a third variant,
+"autotune": torch.compile(mode="max-autotune"), the peer a user picks for
+GEMMs. Both compiled variants use static shapes (one compile, and for
+autotune one max-autotune search, per shape). float32 is true float32 (TF32
+off); PyTorch's other defaults stay and are recorded in meta.torch_settings.
+Each params combination is checked against float64 with ops/matmul.c's
+tolerance; a cell of a failed combination is timed and recorded as "fail".
+
+    python3 bench/torch_bench.py --ops matmul --check-only
+    python3 bench/torch_bench.py --ops matmul --param dtype=f16,bf16 --out mm.json
 """
 import argparse
 import datetime
+import itertools
 import json
 import math
 import os
@@ -81,9 +96,8 @@ def uniform_like_fuseport(seed, stream, n, scale, positive, device):
     return out
 
 
-def check_philox_known_answers():
+def check_philox_known_answers(dev="cuda"):
     """Random123's known answers, through the int64 formulation above."""
-    dev = "cuda"
     idx = torch.zeros(1, dtype=torch.int64, device=dev)
     assert int(philox_word0(0, idx, 0, 0)[0]) == 0x6627E8D5
     counter = 0x85A308D3_243F6A88 - (1 << 64)  # the same 64 bits as a signed int64
@@ -219,6 +233,225 @@ def compare(got, ref, tol):
     return int(bad.sum().item()), max_abs, max_rel, l2
 
 
+# ---- the matmul family (SPEC.md "Matmul family"; ops/matmul.c) ------------------------------
+# Shapes are [M, N, K] (matmul_matmul: [M, N, K, P]); a cell's "params" is the op's
+# non-shape params as `name=value` in this order, as fuseport writes them.
+MM_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+MM_EPS = {"f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}
+_DTYPE = ("dtype", ("f32", "f16", "bf16"), "f16")
+_TRANS_B = ("trans_b", ("false", "true"), "false")
+_ADD = ("add", ("bias", "full"), "bias")
+MM_PARAMS = {  # op -> [(name, choices, default)] in fuseport's order
+    "matmul_add": [_DTYPE, _TRANS_B, _ADD],
+    "matmul_relu": [_DTYPE, _TRANS_B],
+    "matmul_add_relu": [_DTYPE, _TRANS_B, _ADD],
+    "matmul_matmul": [_DTYPE, _TRANS_B],
+    "matmul_split_act": [_DTYPE, _TRANS_B],
+    # a linear layer's weight is stored [2N, K]: trans_b is the default here
+    "linear_geglu": [_DTYPE, ("trans_b", ("false", "true"), "true")],
+}
+MM_OPS = list(MM_PARAMS)
+
+
+def mm_rank(op):
+    return 4 if op == "matmul_matmul" else 3
+
+
+# `--shapes seed` for the family: ops/matmul.c's seed list (keep the two equal)
+MM_SEED_SHAPES = [
+    (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
+    (8192, 1024, 4096), (8192, 4096, 1024), (4096, 1024, 8192), (2048, 11008, 4096),
+    (1024, 2048, 2048), (2048, 4096, 4096), (1, 4096, 4096), (4, 4096, 4096),
+    (16, 8192, 8192), (4097, 4097, 4097), (4096, 4095, 4096), (2048, 50257, 1024),
+    (8192, 64, 4096, 4096), (8192, 128, 4096, 4096), (8192, 256, 4096, 4096),
+    (16384, 128, 1024, 1024), (4096, 1024, 4096, 4096),
+]
+MM_CHECK_SHAPES = "7x33x100,33x65x1000,128x256x512,7x33x100x17,64x128x256x96"
+
+
+def mm_function(op, p):
+    """The PyTorch a user writes for op under params p (a dict of strings).
+    With trans_b the stored operand is [N, K] and is used through b.t(), a
+    view, as a linear layer uses its weight -- never a copied transpose."""
+    trans_b = p["trans_b"] == "true"
+
+    def rhs(b):
+        return b.t() if trans_b else b
+
+    if op == "matmul_add":
+        def matmul_add(a, b, c):
+            return a @ rhs(b) + c
+        return matmul_add
+    if op == "matmul_relu":
+        def matmul_relu(a, b):
+            return torch.relu(a @ rhs(b))
+        return matmul_relu
+    if op == "matmul_add_relu":
+        def matmul_add_relu(a, b, c):
+            return torch.relu(a @ rhs(b) + c)
+        return matmul_add_relu
+    if op == "matmul_matmul":
+        def matmul_matmul(a, b, d):
+            return (a @ rhs(b)) @ d
+        return matmul_matmul
+    if op == "matmul_split_act":
+        def matmul_split_act(a, b):  # the split-activation notebook's torch_splacc
+            c = torch.matmul(a, rhs(b))
+            cl, cr = torch.tensor_split(c, 2, dim=1)
+            return torch.sigmoid(cl) * torch.tanh(cr)
+        return matmul_split_act
+    if op == "linear_geglu":
+        def linear_geglu(x, w, bias):
+            z = F.linear(x, w, bias) if trans_b else x @ w + bias
+            z1, z2 = z.chunk(2, -1)
+            return z1 * F.gelu(z2)  # erf gelu (approximate="none")
+        return linear_geglu
+    raise KeyError(op)
+
+
+def mm_scale(x):
+    """Fill scale of an operand whose rows are summed over x terms: about
+    1/sqrt(x), a power of two, so that outputs stay O(1)."""
+    return 2.0 ** (1 - (ceil_log2(x) + 1) // 2)
+
+
+def mm_inputs_of(op, shape, p):
+    """Inputs as (name, stored shape, fill scale), in fuseport's order: input k
+    is filled from Philox stream k, signed ([-scale, scale)), in storage order."""
+    M, N, K = shape[:3]
+    trans_b = p["trans_b"] == "true"
+    nb = 2 * N if op in ("matmul_split_act", "linear_geglu") else N  # columns of A@B
+    geglu = op == "linear_geglu"
+    a = ("x" if geglu else "a", (M, K), 1.0)
+    b = ("w" if geglu else "b", (nb, K) if trans_b else (K, nb), mm_scale(K))
+    if op in ("matmul_add", "matmul_add_relu"):
+        return [a, b, ("c", (N,) if p["add"] == "bias" else (M, N), 1.0)]
+    if op == "matmul_matmul":
+        return [a, b, ("d", (N, shape[3]), mm_scale(N))]
+    if geglu:
+        return [a, b, ("bias", (2 * N,), 1.0)]
+    return [a, b]
+
+
+def mm_make_inputs(op, shape, p, seed, device, exact):
+    dtype = MM_DTYPES[p["dtype"]]
+    ts = []
+    for k, (_, sh, scale) in enumerate(mm_inputs_of(op, shape, p)):
+        if exact:
+            # fuseport fills float32 then rounds to nearest even: .to() is bit-identical
+            t = uniform_like_fuseport(seed, k, math.prod(sh), scale, False, device).view(sh).to(dtype)
+        else:  # timing only: any data of the same range, made in place
+            t = torch.empty(sh, dtype=dtype, device=device).uniform_(-scale, scale)
+        ts.append(t)
+    return ts
+
+
+def mm_tolerance(op, shape, dtype):
+    """fuseport's gate for the family (ops/matmul.c): (rtol, atol*max|ref|, abs)."""
+    eps = MM_EPS[dtype]
+    atol = 4 * eps + 16 * 2.0 ** -24 * math.sqrt(shape[2])
+    if op == "matmul_matmul":
+        atol += 16 * 2.0 ** -24 * math.sqrt(shape[1])
+    return 4 * eps, atol, 0.0
+
+
+def mm_flops(op, shape):
+    M, N, K = shape[:3]
+    if op == "matmul_matmul":
+        return 2 * M * N * K + 2 * M * N * shape[3]
+    if op in ("matmul_split_act", "linear_geglu"):
+        return 2 * M * (2 * N) * K
+    return 2 * M * N * K
+
+
+def mm_variant(fn, mode):
+    """eager, or torch.compile with static shapes (one compile per shape) in
+    the default mode or max-autotune. Each mode wraps fn in a lambda of its
+    own, so the two compiled wrappers never share dynamo's per-code-object
+    cache (and recompile limit)."""
+    if mode == "eager":
+        return fn
+    if mode == "compile":
+        return torch.compile(lambda *t: fn(*t), dynamic=False)
+    if mode == "autotune":
+        return torch.compile(lambda *t: fn(*t), mode="max-autotune", dynamic=False)
+    raise ValueError(f"unknown mode {mode!r} (eager, compile, autotune)")
+
+
+def mm_combos(op, choices):
+    """The cartesian product of the op's params, each from choices[name] (a
+    list) or its default, in fuseport's order."""
+    spec = MM_PARAMS[op]
+    lists = [choices.get(name, [default]) for name, _, default in spec]
+    for values in itertools.product(*lists):
+        yield {name: v for (name, _, _), v in zip(spec, values)}
+
+
+def mm_params_str(op, p):
+    return " ".join(f"{name}={p[name]}" for name, _, _ in MM_PARAMS[op])
+
+
+def shape_str(shape):
+    return "x".join(str(v) for v in shape)
+
+
+def check_mm(op, check_shapes, modes, seed, device, how, swept):
+    """Every combination of op's params (all dtypes, both trans_b, both add)
+    against a float64 evaluation of the same definition on the same stored
+    inputs, upcast. Eager runs on every check shape of the op's rank; each
+    compiled mode on one of them per combination, in turn, so that every
+    combination and every shape is covered without a static compile (and a
+    max-autotune search) per combination x shape. how="all" compiles them
+    all; how="swept" checks only the combinations to be timed (swept: the
+    --param choices), each mode on every check shape.
+    Returns ({(params, mode): ok}, lines)."""
+    shapes = [s for s in check_shapes if len(s) == mm_rank(op)]
+    every = swept if how == "swept" else {name: list(choices) for name, choices, _ in MM_PARAMS[op]}
+    full = how != "rotate"
+    result, lines = {}, []
+    for i, p in enumerate(mm_combos(op, every)):
+        ps = mm_params_str(op, p)
+        fn = mm_function(op, p)
+        torch._dynamo.reset()
+        variants = {mode: mm_variant(fn, mode) for mode in modes}
+        for j, shape in enumerate(shapes):
+            run_modes = [m for m in modes if m == "eager" or full or j == i % len(shapes)]
+            if not run_modes:
+                continue
+            inputs = mm_make_inputs(op, shape, p, seed, device, exact=True)
+            ref = fn(*[t.double() for t in inputs])
+            tol = mm_tolerance(op, shape, p["dtype"])
+            for mode in run_modes:
+                try:
+                    # clone: a CUDA-graphed output is overwritten by the next replay
+                    out = variants[mode](*inputs).clone()
+                    bad, ma, mr, l2 = compare(out, ref, tol)
+                    if out.dtype != inputs[0].dtype or out.shape != ref.shape:
+                        bad = max(bad, 1)
+                    line = f"bad={bad} max_abs={ma:.2e} max_rel={mr:.2e} rel_l2={l2:.2e}"
+                    del out
+                except Exception as e:  # a failed compile fails the check, the rest goes on
+                    bad, line = 1, f"ERROR {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                result[(ps, mode)] = result.get((ps, mode), True) and bad == 0
+                lines.append(f"  {op:18s} {mode:8s} {ps} {shape_str(shape)}: {line}")
+            del inputs, ref
+    return result, lines
+
+
+def mm_mark_static(inputs):
+    """max-autotune runs the graph under CUDA graphs, which copy every input
+    that is not static into the graph's own buffers on each replay: the
+    events would time those copies too (a 4096^3 f16 GEMM's 64 MiB of
+    operands). In a model the weights are static parameters and the
+    activations come from the previous graph, so nothing is copied: mark the
+    inputs static (unguarded: a new address re-records the graph, it does
+    not recompile)."""
+    mark = getattr(torch._dynamo, "mark_static_address", None)
+    if mark is not None:
+        for t in inputs:
+            mark(t, guard=False)
+
+
 # ---- timing ------------------------------------------------------------------------------
 class Timer:
     def __init__(self, warmup_ms, rep_ms, min_reps, max_reps, fixed_reps, flush_read=False):
@@ -303,14 +536,14 @@ def measure_copy_gbps(timer):
 
 
 # ---- the sweep -----------------------------------------------------------------------------
-def make_inputs(op, M, N, seed, exact):
+def make_inputs(op, M, N, seed, exact, device="cuda"):
     ts = []
     for k, (name, shape, scale, positive) in enumerate(inputs_of(op, M, N)):
         numel = math.prod(shape)
         if exact:
-            t = uniform_like_fuseport(seed, k, numel, scale, positive, "cuda").view(shape)
+            t = uniform_like_fuseport(seed, k, numel, scale, positive, device).view(shape)
         else:  # timing only: any random data of the same range
-            t = torch.rand(shape, device="cuda", dtype=torch.float32)
+            t = torch.rand(shape, device=device, dtype=torch.float32)
             t = t * scale if positive else (t * 2 - 1) * scale
         ts.append(t)
     return ts
@@ -332,10 +565,10 @@ PARAMS = {
 }
 
 
-def cell(op, variant, M, N, **fields):
+def cell(op, variant, shape, params, **fields):
     base = {
-        "op": op, "variant": variant, "backend": "torch", "params": PARAMS.get(op, ""),
-        "shape": [M, N], "status": "ok",
+        "op": op, "variant": variant, "backend": "torch", "params": params,
+        "shape": list(shape), "status": "ok",
         "median_us": None, "min_us": None, "max_us": None, "reps": 0, "kernels": None,
         "bytes": None, "gbps": None, "bw_frac": None, "flops": None, "gflops": None,
         "footprint_bytes": None, "peak_bytes": None, "compile_ms": None,
@@ -354,7 +587,7 @@ def write_atomic(path, doc):
     os.replace(tmp, path)
 
 
-def load_dump(dump_dir, op, M, N):
+def load_dump(dump_dir, op, M, N, device="cuda"):
     """Outputs `fuseport check --dump` wrote for the fused variant, or None."""
     path = os.path.join(dump_dir, f"{op}_fused_{M}x{N}.json")
     if not os.path.exists(path):
@@ -364,27 +597,27 @@ def load_dump(dump_dir, op, M, N):
     outs = []
     for spec in manifest["outputs"]:
         raw = open(os.path.join(dump_dir, spec["file"]), "rb").read()
-        outs.append(torch.frombuffer(bytearray(raw), dtype=torch.float32).cuda())
+        outs.append(torch.frombuffer(bytearray(raw), dtype=torch.float32).to(device))
     return manifest["seed"], outs
 
 
-def check_op(op, M, N, seed, compiled, dump_dir):
-    """Both modes on fuseport-identical inputs against float64; with a dump,
+def check_op(op, M, N, seed, variants, dump_dir, device="cuda"):
+    """The modes ({mode: fn}) on fuseport-identical inputs against float64; with a dump,
     fuseport's fused outputs against eager's on the inputs of the dump's seed."""
     fn, tol = OPS[op]
     lines, ok = [], True
-    inputs = make_inputs(op, M, N, seed, exact=True)
+    inputs = make_inputs(op, M, N, seed, exact=True, device=device)
     refs = reference_f64(op, inputs)
-    for mode, f in (("eager", fn), ("compile", compiled)):
+    for mode, f in variants.items():
         outs = as_tuple(f(*inputs))
         for k, (o, r) in enumerate(zip(outs, refs)):
             bad, ma, mr, l2 = compare(o, r, tol)
             ok &= bad == 0
             lines.append(f"  {op:18s} {mode:7s} {M}x{N} out{k}: bad={bad} max_abs={ma:.2e} max_rel={mr:.2e} rel_l2={l2:.2e}")
-    dumped = load_dump(dump_dir, op, M, N) if dump_dir else None
+    dumped = load_dump(dump_dir, op, M, N, device) if dump_dir else None
     if dumped is not None:
         dump_seed, fp_outs = dumped
-        outs = as_tuple(fn(*make_inputs(op, M, N, dump_seed, exact=True)))
+        outs = as_tuple(fn(*make_inputs(op, M, N, dump_seed, exact=True, device=device)))
         for k, (o, fo) in enumerate(zip(outs, fp_outs)):
             bad, ma, mr, l2 = compare(fo, o.flatten(), tol)
             ok &= bad == 0
@@ -395,115 +628,284 @@ def check_op(op, M, N, seed, compiled, dump_dir):
     return ok, lines
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True, help="result JSON (fuseport's schema)")
-    ap.add_argument("--ops", default="all", help="comma list of ops or 'all'")
-    ap.add_argument("--shapes", default="seed", help="'seed' (10x10 grid 128..65536) or MxN,MxN,...")
-    ap.add_argument("--modes", default="eager,compile", help="eager, compile")
-    ap.add_argument("--warmup-ms", type=float, default=10.0)
-    ap.add_argument("--rep-ms", type=float, default=40.0)
-    ap.add_argument("--reps", type=int, default=0, help="fixed repetitions (0: --rep-ms decides)")
-    ap.add_argument("--seed", type=int, default=20230814)
-    ap.add_argument("--check-shapes", default="3x1000,128x4096,7x65537", help="shapes of the correctness check")
-    ap.add_argument("--fuseport-dump", default=None, help="directory written by `fuseport check --dump`")
-    ap.add_argument("--dynamic", choices=["dim0", "none"], default="dim0")
-    ap.add_argument("--flush", choices=["write", "read"], default="write",
-                    help="L2 flush before each repetition: write 2x L2 (default, as Triton's do_bench) "
-                    "or read it (leaves the L2 clean; fuseport bench --flush read)")
-    args = ap.parse_args()
-
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch._dynamo.config.cache_size_limit = 256
-    if hasattr(torch._dynamo.config, "accumulated_cache_size_limit"):
-        torch._dynamo.config.accumulated_cache_size_limit = 4096
-    check_philox_known_answers()
-    ops = list(OPS) if args.ops == "all" else args.ops.split(",")
-    if args.shapes == "seed":
-        shapes = [(m, n) for m in SEED_GRID for n in SEED_GRID]
-    else:
-        shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",")]
-    modes = args.modes.split(",")
-    timer = Timer(args.warmup_ms, args.rep_ms, 5, 10000, args.reps, args.flush == "read")
-    props = torch.cuda.get_device_properties(0)
-    copy_gbps = measure_copy_gbps(timer)
-    # FUSEPORT_GIT_COMMIT (gpu_session.sh passes the fuseport binary's) wins
-    # over git: a tree copied to another machine may carry a stale .git
-    commit = os.environ.get("FUSEPORT_GIT_COMMIT", "")
-    if not commit:
+def sweep_elementwise(op, shapes, modes, args, timer, copy_gbps, doc):
+    """The elementwise ops' grid: one compiled graph per dim1 (--dynamic)."""
+    fn, _ = OPS[op]
+    torch._dynamo.reset()
+    compiled = torch.compile(fn)
+    seen_n = set()
+    for (M, N) in shapes:
         try:
-            commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
-        except OSError:
-            commit = "unknown"
-    import triton
-
-    doc = {
-        "meta": {
-            "device": props.name, "driver": torch.version.cuda, "backend": "torch",
-            "platform": f"PyTorch {torch.__version__}, Triton {triton.__version__}, CUDA {torch.version.cuda}",
-            "fuseport_version": "bench/torch_bench.py", "git_commit": commit or "unknown",
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "host": socket.gethostname(), "options": vars(args), "copy_gbps": copy_gbps,
-        },
-        "cells": [],
-    }
-    print(f"torch_bench: {props.name}, copy {copy_gbps:.0f} GB/s, {len(ops)} ops x {len(shapes)} shapes", flush=True)
-    all_ok = True
-    for op in ops:
-        fn, _ = OPS[op]
-        torch._dynamo.reset()
-        compiled = torch.compile(fn)
-        # correctness first, on fuseport's inputs
-        for cs in args.check_shapes.split(","):
-            m, n = (int(v) for v in cs.lower().split("x"))
-            ok, lines = check_op(op, m, n, args.seed, compiled, args.fuseport_dump)
-            all_ok &= ok
-            print("\n".join(lines), flush=True)
-        torch._dynamo.reset()
-        compiled = torch.compile(fn)
-        seen_n = set()
-        for (M, N) in shapes:
+            inputs = make_inputs(op, M, N, args.seed, exact=False)
+        except torch.cuda.OutOfMemoryError:
+            for mode in modes:
+                doc["cells"].append(cell(op, mode, [M, N], PARAMS.get(op, ""), status="oom", ok=False, message="inputs do not fit"))
+            torch.cuda.empty_cache()
+            continue
+        if args.dynamic == "dim0":
+            for t in inputs:
+                if t.dim() == 2:
+                    torch._dynamo.mark_dynamic(t, 0)
+        for mode in modes:
+            f = fn if mode == "eager" else compiled
             try:
-                inputs = make_inputs(op, M, N, args.seed, exact=False)
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                base = torch.cuda.memory_allocated()
+                t0 = time.perf_counter()
+                outs = as_tuple(f(*inputs))
+                torch.cuda.synchronize()
+                first_ms = (time.perf_counter() - t0) * 1e3
+                nbytes = io_bytes(op, inputs, outs)
+                del outs
+                med, lo, hi, reps = timer.run(lambda: f(*inputs))
+                peak = torch.cuda.max_memory_allocated() - base
+                compile_ms = first_ms if (mode == "compile" and (N not in seen_n or args.dynamic == "none")) else 0.0
+                doc["cells"].append(cell(
+                    op, mode, [M, N], PARAMS.get(op, ""), median_us=med, min_us=lo, max_us=hi, reps=reps, bytes=nbytes,
+                    gbps=nbytes / (med * 1e-6) / 1e9, bw_frac=nbytes / (med * 1e-6) / 1e9 / copy_gbps,
+                    peak_bytes=peak + sum(t.numel() * 4 for t in inputs), compile_ms=compile_ms))
+            except torch.cuda.OutOfMemoryError as e:
+                doc["cells"].append(cell(op, mode, [M, N], PARAMS.get(op, ""), status="oom", ok=False, message=str(e).splitlines()[0]))
+            except Exception as e:  # recorded, the sweep goes on
+                doc["cells"].append(cell(op, mode, [M, N], PARAMS.get(op, ""), status="error", ok=False, message=f"{type(e).__name__}: {e}"[:400]))
+            torch.cuda.empty_cache()
+        seen_n.add(N)
+        del inputs
+        write_atomic(args.out, doc)
+
+
+def sweep_mm(op, combos, shapes, modes, checked, args, timer, copy_gbps, doc):
+    """A matmul-family op on every combination of the swept params x every
+    shape of its rank, each compiled mode statically (one compile, and for
+    autotune one max-autotune search, per shape). A cell's ok is its params'
+    and mode's float64 check (check_mm); a failed one is timed all the same
+    and recorded as status "fail", as fuseport bench does."""
+    shapes = [s for s in shapes if len(s) == mm_rank(op)]
+    for p in combos:
+        ps = mm_params_str(op, p)
+        fn = mm_function(op, p)
+        esize = MM_DTYPES[p["dtype"]].itemsize
+        torch._dynamo.reset()
+        variants = {mode: mm_variant(fn, mode) for mode in modes}
+        for shape in shapes:
+            flops = mm_flops(op, shape)
+            try:
+                inputs = mm_make_inputs(op, shape, p, args.seed, "cuda", exact=False)
             except torch.cuda.OutOfMemoryError:
                 for mode in modes:
-                    doc["cells"].append(cell(op, mode, M, N, status="oom", ok=False, message="inputs do not fit"))
+                    doc["cells"].append(cell(op, mode, shape, ps, status="oom", ok=False, message="inputs do not fit", flops=flops))
                 torch.cuda.empty_cache()
+                write_atomic(args.out, doc)
                 continue
-            if args.dynamic == "dim0":
-                for t in inputs:
-                    if t.dim() == 2:
-                        torch._dynamo.mark_dynamic(t, 0)
+            mm_mark_static(inputs)
+            in_bytes = sum(t.numel() for t in inputs) * esize
             for mode in modes:
-                f = fn if mode == "eager" else compiled
+                f = variants[mode]
+                ok = checked.get((ps, mode), False)
                 try:
                     torch.cuda.synchronize()
                     torch.cuda.reset_peak_memory_stats()
                     base = torch.cuda.memory_allocated()
                     t0 = time.perf_counter()
-                    outs = as_tuple(f(*inputs))
+                    out = f(*inputs)  # compiles (and autotunes) this shape
                     torch.cuda.synchronize()
                     first_ms = (time.perf_counter() - t0) * 1e3
-                    nbytes = io_bytes(op, inputs, outs)
-                    del outs
+                    nbytes = in_bytes + out.numel() * esize
+                    del out
                     med, lo, hi, reps = timer.run(lambda: f(*inputs))
                     peak = torch.cuda.max_memory_allocated() - base
-                    compile_ms = first_ms if (mode == "compile" and (N not in seen_n or args.dynamic == "none")) else 0.0
+                    gbps = nbytes / (med * 1e-6) / 1e9
                     doc["cells"].append(cell(
-                        op, mode, M, N, median_us=med, min_us=lo, max_us=hi, reps=reps, bytes=nbytes,
-                        gbps=nbytes / (med * 1e-6) / 1e9, bw_frac=nbytes / (med * 1e-6) / 1e9 / copy_gbps,
-                        peak_bytes=peak + sum(t.numel() * 4 for t in inputs), compile_ms=compile_ms))
+                        op, mode, shape, ps, status="ok" if ok else "fail", median_us=med, min_us=lo, max_us=hi,
+                        reps=reps, bytes=nbytes, gbps=gbps, bw_frac=gbps / copy_gbps,
+                        flops=flops, gflops=flops / (med * 1e-6) / 1e9, peak_bytes=peak + in_bytes,
+                        compile_ms=0.0 if mode == "eager" else first_ms,
+                        ok=ok, message="" if ok else "failed the float64 check"))
                 except torch.cuda.OutOfMemoryError as e:
-                    doc["cells"].append(cell(op, mode, M, N, status="oom", ok=False, message=str(e).splitlines()[0]))
+                    doc["cells"].append(cell(op, mode, shape, ps, status="oom", ok=False, message=str(e).splitlines()[0], flops=flops))
                 except Exception as e:  # recorded, the sweep goes on
-                    doc["cells"].append(cell(op, mode, M, N, status="error", ok=False, message=f"{type(e).__name__}: {e}"[:400]))
+                    doc["cells"].append(cell(op, mode, shape, ps, status="error", ok=False, message=f"{type(e).__name__}: {e}"[:400], flops=flops))
                 torch.cuda.empty_cache()
-            seen_n.add(N)
             del inputs
             write_atomic(args.out, doc)
-        done = [c for c in doc["cells"] if c["op"] == op and c["status"] == "ok"]
-        print(f"torch_bench: {op}: {len(done)} cells", flush=True)
-    write_atomic(args.out, doc)
+            print(f"torch_bench: {op} {ps} {shape_str(shape)} done", flush=True)
+
+
+def torch_settings():
+    """PyTorch's numerics and compile settings in force (meta.torch_settings)."""
+    mm = torch.backends.cuda.matmul
+    out = {}
+    for name in ("allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction", "fp32_precision"):
+        try:
+            out[f"backends.cuda.matmul.{name}"] = getattr(mm, name)
+        except (AttributeError, RuntimeError):  # absent in this version
+            pass
+    out["backends.cudnn.allow_tf32"] = torch.backends.cudnn.allow_tf32
+    out["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+    try:
+        import torch._inductor.config as inductor_config
+        for name in ("max_autotune_gemm_backends", "max_autotune_gemm_search_space"):
+            if hasattr(inductor_config, name):
+                out[f"inductor.{name}"] = getattr(inductor_config, name)
+    except ImportError:
+        pass
+    out["compile"] = "torch.compile default mode; elementwise ops per --dynamic, the matmul family dynamic=False"
+    out["autotune"] = "torch.compile mode=max-autotune, dynamic=False; inputs marked static (no CUDA-graph input copies)"
+    return out
+
+
+def parse_shape(s):
+    return tuple(int(v) for v in s.lower().split("x"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", help="result JSON (fuseport's schema); not needed with --check-only or --device cpu")
+    ap.add_argument("--ops", default="all",
+                    help="comma list of ops, 'elementwise' (the grid ops), 'matmul' (the matmul family) or 'all' (both)")
+    ap.add_argument("--shapes", default="seed",
+                    help="'seed' (the 10x10 grid 128..65536; the matmul family's seed list) or a comma list of "
+                    "MxN (grid ops), MxNxK (matmul family), MxNxKxP (matmul_matmul); an op skips shapes of another rank")
+    ap.add_argument("--modes", default=None,
+                    help="comma list of eager, compile, autotune (torch.compile mode=max-autotune; matmul family only). "
+                    "Default: eager,compile for the grid ops, eager,compile,autotune for the family (eager on --device cpu)")
+    ap.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2",
+                    help="matmul family: sweep these values of dtype (f32,f16,bf16), trans_b (false,true), add (bias,full); "
+                    "repeatable; unswept params keep their defaults (dtype=f16)")
+    ap.add_argument("--warmup-ms", type=float, default=10.0)
+    ap.add_argument("--rep-ms", type=float, default=40.0)
+    ap.add_argument("--reps", type=int, default=0, help="fixed repetitions (0: --rep-ms decides)")
+    ap.add_argument("--seed", type=int, default=20230814)
+    ap.add_argument("--check-shapes", default="3x1000,128x4096,7x65537", help="shapes of the grid ops' correctness check")
+    ap.add_argument("--mm-check-shapes", default=MM_CHECK_SHAPES,
+                    help="shapes of the matmul family's check (MxNxK; MxNxKxP for matmul_matmul)")
+    ap.add_argument("--mm-check", choices=["rotate", "all", "swept"], default="rotate",
+                    help="matmul family's check: every params combination (all dtypes, trans_b, add), eager on every "
+                    "check shape and the compiled modes on one each, in turn (rotate); every mode on every shape (all: "
+                    "a static compile, and a max-autotune search, each); or only the combinations --param sweeps, "
+                    "every mode on every shape (swept: for timing runs after a full check)")
+    ap.add_argument("--check-only", action="store_true", help="run the correctness check, time nothing")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                    help="cpu: debug only; runs the correctness check on CPU PyTorch and times nothing")
+    ap.add_argument("--fuseport-dump", default=None, help="directory written by `fuseport check --dump` (grid ops)")
+    ap.add_argument("--dynamic", choices=["dim0", "none"], default="dim0", help="grid ops' torch.compile shapes")
+    ap.add_argument("--flush", choices=["write", "read"], default="write",
+                    help="L2 flush before each repetition: write 2x L2 (default, as Triton's do_bench) "
+                    "or read it (leaves the L2 clean; fuseport bench --flush read)")
+    args = ap.parse_args()
+    device = args.device
+    timing = device == "cuda" and not args.check_only
+    if timing and not args.out:
+        ap.error("--out is required unless --check-only or --device cpu")
+
+    if args.ops == "all":
+        ops = list(OPS) + MM_OPS
+    else:
+        ops = []
+        for name in args.ops.split(","):
+            ops += {"elementwise": list(OPS), "matmul": MM_OPS}.get(name, [name])
+    unknown = [op for op in ops if op not in OPS and op not in MM_PARAMS]
+    if unknown:
+        ap.error(f"unknown ops {unknown}")
+    if args.shapes == "seed":
+        grid_shapes = [(m, n) for m in SEED_GRID for n in SEED_GRID]
+        mm_shapes = list(MM_SEED_SHAPES)
+    else:
+        given = [parse_shape(s) for s in args.shapes.split(",")]
+        grid_shapes = [s for s in given if len(s) == 2]
+        mm_shapes = [s for s in given if len(s) in (3, 4)]
+    mm_check_shapes = [parse_shape(s) for s in args.mm_check_shapes.split(",")]
+    allowed = {name: choices for spec in MM_PARAMS.values() for name, choices, _ in spec}
+    sweep_choices = {}
+    for item in args.param:
+        name, _, values = item.partition("=")
+        values = values.split(",")
+        if name not in allowed or any(v not in allowed[name] for v in values):
+            ap.error(f"--param {item}: expected one of " + "; ".join(f"{n}={','.join(c)}" for n, c in allowed.items()))
+        sweep_choices[name] = values
+    bad = [m for m in (args.modes or "eager").split(",") if m not in ("eager", "compile", "autotune")]
+    if bad:
+        ap.error(f"unknown modes {bad} (eager, compile, autotune)")
+
+    # float32 is true float32 (no TF32) for the matmul family as for the rest;
+    # PyTorch's other defaults (reduced-precision f16/bf16 reductions) stay and
+    # are recorded in meta.torch_settings
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch._dynamo.config.cache_size_limit = 256
+    if hasattr(torch._dynamo.config, "accumulated_cache_size_limit"):
+        torch._dynamo.config.accumulated_cache_size_limit = 4096
+    check_philox_known_answers(device)
+
+    def modes_for(op):
+        if args.modes:
+            modes = args.modes.split(",")
+        elif device == "cpu":
+            modes = ["eager"]
+        else:
+            modes = ["eager", "compile", "autotune"] if op in MM_PARAMS else ["eager", "compile"]
+        # max-autotune is the GEMM user's peer; the grid ops keep eager and compile
+        return modes if op in MM_PARAMS else [m for m in modes if m != "autotune"]
+
+    doc = timer = copy_gbps = None
+    if timing:
+        timer = Timer(args.warmup_ms, args.rep_ms, 5, 10000, args.reps, args.flush == "read")
+        props = torch.cuda.get_device_properties(0)
+        copy_gbps = measure_copy_gbps(timer)
+        # FUSEPORT_GIT_COMMIT (gpu_session.sh passes the fuseport binary's) wins
+        # over git: a tree copied to another machine may carry a stale .git
+        commit = os.environ.get("FUSEPORT_GIT_COMMIT", "")
+        if not commit:
+            try:
+                commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
+            except OSError:
+                commit = "unknown"
+        import triton
+
+        doc = {
+            "meta": {
+                "device": props.name, "driver": torch.version.cuda, "backend": "torch",
+                "platform": f"PyTorch {torch.__version__}, Triton {triton.__version__}, CUDA {torch.version.cuda}",
+                "fuseport_version": "bench/torch_bench.py", "git_commit": commit or "unknown",
+                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "host": socket.gethostname(), "options": vars(args), "copy_gbps": copy_gbps,
+                "torch_settings": torch_settings(),
+            },
+            "cells": [],
+        }
+        print(f"torch_bench: {props.name}, copy {copy_gbps:.0f} GB/s, {len(ops)} ops x "
+              f"({len(grid_shapes)} grid + {len(mm_shapes)} matmul) shapes", flush=True)
+    else:
+        print(f"torch_bench: correctness check only, on {device}, {len(ops)} ops", flush=True)
+    all_ok = True
+    for op in ops:
+        modes = modes_for(op)
+        if op in OPS:
+            fn, _ = OPS[op]
+            torch._dynamo.reset()
+            # correctness first, on fuseport's inputs: eager and compile (on
+            # CPU, the modes asked for)
+            check_modes = ["eager", "compile"] if device == "cuda" else modes
+            variants = {m: (fn if m == "eager" else torch.compile(fn)) for m in check_modes}
+            for cs in args.check_shapes.split(","):
+                m, n = parse_shape(cs)
+                ok, lines = check_op(op, m, n, args.seed, variants, args.fuseport_dump, device)
+                all_ok &= ok
+                print("\n".join(lines), flush=True)
+            if timing:
+                sweep_elementwise(op, grid_shapes, modes, args, timer, copy_gbps, doc)
+        else:
+            checked, lines = check_mm(op, mm_check_shapes, modes, args.seed, device, args.mm_check, sweep_choices)
+            all_ok &= all(checked.values())
+            print("\n".join(lines), flush=True)
+            if timing:
+                sweep_mm(op, list(mm_combos(op, sweep_choices)), mm_shapes, modes, checked, args, timer, copy_gbps, doc)
+        if timing:
+            done = [c for c in doc["cells"] if c["op"] == op and c["status"] == "ok"]
+            print(f"torch_bench: {op}: {len(done)} cells", flush=True)
+    if timing:
+        write_atomic(args.out, doc)
     print("torch_bench: correctness", "OK" if all_ok else "FAILED", flush=True)
     return 0 if all_ok else 1
 
