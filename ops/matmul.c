@@ -644,8 +644,8 @@ static const int64_t b2b_seed[] = {
     16384, 128, 1024, 1024, 4096, 1024, 4096, 4096,
 };
 /* The quick default of `fuseport bench` (small: the CPU backend runs it). */
-static const int64_t mm_default[] = {128, 128, 128, 512, 512, 512};
-static const int64_t b2b_default[] = {128, 64, 128, 128, 512, 128, 512, 512};
+static const int64_t mm_default[] = {128, 128, 128, 256, 256, 256};
+static const int64_t b2b_default[] = {128, 64, 128, 128, 256, 128, 256, 256};
 /* `fuseport check`: odd sizes and ones, every edge of the tiles. */
 static const int64_t mm_check[] = {
     1,  1,   1,   7,    33,   100, 33, 7,    1000, 100, 100, 100,

@@ -19,10 +19,13 @@
 #include <string.h>
 #include <time.h>
 
+#include <cublas_api.h> /* cublasGetProperty */
 #include <cuda_runtime_api.h>
 
 #include "backend_impl.h"
+#include "cuda_blas.h"
 #include "cuda_kernels.h"
+#include "gemm_plan.h"
 
 /* The most arguments a kernel signature has (backend.c caps launches at 32). */
 #define CUDA_MAX_KERNEL_ARGS 32
@@ -55,6 +58,9 @@ typedef struct cuda_state {
   double family_load_ms[FPF_COUNT];
   int max_block_dim[3];
   int max_grid_dim[3];
+  int cc_minor;
+  int gemm_force_path; /* FUSEPORT_CUDA_GEMM_PATH: fp_gemm_path, -1 auto */
+  fp_cuda_blas *blas; /* cuBLAS and cuBLASLt, created on first use (cuda_blas.c) */
 } cuda_state;
 
 static double now_ms(void) {
@@ -178,6 +184,7 @@ static void fill_device_info(fp_device_info *info, const struct cudaDeviceProp *
   info->global_mem_bytes = (uint64_t)prop->totalGlobalMem;
   info->l2_cache_bytes = prop->l2CacheSize > 0 ? (uint64_t)prop->l2CacheSize : 0;
   info->local_mem_bytes = (uint64_t)prop->sharedMemPerBlock;
+  info->local_mem_optin_bytes = (uint64_t)prop->sharedMemPerBlockOptin;
   info->max_group_size = (uint32_t)prop->maxThreadsPerBlock;
   info->subgroup_width = prop->warpSize > 0 ? (uint32_t)prop->warpSize : 1;
   info->compute_units = (uint32_t)prop->multiProcessorCount;
@@ -197,6 +204,17 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
     return fp_ctx_error(ctx, FP_ERR_OUT_OF_MEMORY, "cuda backend: host allocation failed");
   s->device = device;
   s->cc_major = prop.major;
+  s->cc_minor = prop.minor;
+  fp_gemm_path force = FP_GEMM_PATH_AUTO;
+  const char *gemm_path = getenv("FUSEPORT_CUDA_GEMM_PATH");
+  if (!fp_gemm_path_from_env(gemm_path, &force)) {
+    free(s);
+    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                        "FUSEPORT_CUDA_GEMM_PATH='%s': expected auto (the default), sm90, sm80, "
+                        "simt or skinny",
+                        gemm_path);
+  }
+  s->gemm_force_path = (int)force;
   s->sm_count = prop.multiProcessorCount;
   bool unknown_policy = false;
   const char *policy = getenv("FUSEPORT_CUDA_ROW_BUILDS");
@@ -304,6 +322,18 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
   }
   fill_device_info(&ctx->info, &prop, driver_version, runtime_version);
   ctx->device_mem_limit = ctx->info.global_mem_bytes;
+  {
+    /* the library the process loaded, not the headers' */
+    int major = 0, minor = 0, patch = 0;
+    if (cublasGetProperty(MAJOR_VERSION, &major) != CUBLAS_STATUS_SUCCESS ||
+        cublasGetProperty(MINOR_VERSION, &minor) != CUBLAS_STATUS_SUCCESS ||
+        cublasGetProperty(PATCH_LEVEL, &patch) != CUBLAS_STATUS_SUCCESS)
+      major = minor = patch = -1;
+    snprintf(ctx->info.gemm_library, sizeof ctx->info.gemm_library, "cuBLAS/cuBLASLt %d.%d.%d",
+             major, minor, patch);
+    ctx->info.gemm_library_dtypes = (1u << FP_F32) | (1u << FP_F16) | (1u << FP_BF16);
+    ctx->info.gemm_library_epilogues = true;
+  }
 
 #define FP_KERNEL_FAMILY(family)                                                                   \
   fp_cuda_register_##family(s->kernels);                                                           \
@@ -335,6 +365,7 @@ static void cuda_shutdown(fp_context *ctx) {
   /* Work still queued finishes first; errors cannot be reported any more. */
   if (cudaStreamSynchronize(s->stream) != cudaSuccess)
     (void)cudaGetLastError();
+  fp_cuda_blas_destroy(s->blas);
   if (cudaStreamDestroy(s->stream) != cudaSuccess)
     (void)cudaGetLastError();
   free(s);
@@ -528,8 +559,20 @@ static fp_status cuda_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *c
     if (st != FP_OK)
       return st;
     double start = now_ms();
+    if (family == FPF_gemm) { /* every instantiation of every path */
+      const void *stubs[1024];
+      const int n = fp_cuda_gemm_stubs(stubs, 1024);
+      for (int k = 0; k < n; ++k) {
+        char which[32];
+        snprintf(which, sizeof which, " (GEMM instantiation %d)", k);
+        st = load_kernel(ctx, stubs[k], "gemm", which);
+        if (st != FP_OK)
+          return st;
+      }
+    }
     for (int k = 0; k < FPK_COUNT; ++k) {
-      if (fp_kernel_family_of((fp_kernel_id)k) != family || s->kernels[k] == NULL)
+      if (fp_kernel_family_of((fp_kernel_id)k) != family || s->kernels[k] == NULL ||
+          family == FPF_gemm)
         continue;
       const char *name = fp_kernel_name((fp_kernel_id)k);
       st = load_kernel(ctx, s->kernels[k], name, "");
@@ -560,6 +603,16 @@ static cuda_geometry kernel_geometry(fp_kernel_id id) {
   case FPK_prim_unary:
   case FPK_prim_binary:
   case FPK_prim_dropout:
+  case FPK_fill_uniform_f16:
+  case FPK_fill_uniform_bf16:
+  case FPK_fill_bits_u32:
+  case FPK_fill_bits_u8:
+  case FPK_prim_unary_f16:
+  case FPK_prim_unary_bf16:
+  case FPK_prim_binary_f16:
+  case FPK_prim_binary_bf16:
+  case FPK_prim_pad_rows_f16:
+  case FPK_prim_pad_rows_bf16:
   case FPK_pointwise_chain_fused:
   case FPK_bias_gelu_fused:
   case FPK_bias_dropout_add_fused:
@@ -771,10 +824,40 @@ static fp_status plan_stream_smem(fp_context *ctx, fp_kernel_id id, const void *
   return FP_OK;
 }
 
+/* The GEMM family plans its own launches (kernels/cu/gemm.cu). */
+static fp_status launch_gemm(fp_context *ctx, fp_kernel_id id, const fp_karg *args, int nargs) {
+  cuda_state *s = state_of(ctx);
+  fp_status st = use_device(ctx);
+  if (st != FP_OK)
+    return st;
+  fp_cuda_gemm_env env;
+  env.cc_major = s->cc_major;
+  env.cc_minor = s->cc_minor;
+  env.sm_count = s->sm_count;
+  env.smem_optin = (uint64_t)s->smem_optin;
+  env.force_path = s->gemm_force_path;
+  env.stream = s->stream;
+  char msg[512];
+  int launched = 0;
+  cudaError_t err = fp_cuda_gemm_launch(id, args, nargs, &env, &launched, msg, sizeof msg);
+  if (err == cudaSuccess)
+    err = cudaGetLastError();
+  if (err == cudaErrorNotSupported)
+    return fp_ctx_error(ctx, FP_ERR_UNSUPPORTED, "launch of '%s': %s", fp_kernel_name(id), msg);
+  if (err == cudaErrorInvalidValue && msg[0] != '\0')
+    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT, "launch of '%s': %s", fp_kernel_name(id),
+                        msg);
+  if (err != cudaSuccess)
+    return cuda_fail(ctx, err, "launch of '%s' (%s)", fp_kernel_name(id), msg);
+  return FP_OK;
+}
+
 static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd,
                              const fp_karg *args, int nargs) {
   cuda_state *s = state_of(ctx);
   const char *name = fp_kernel_name(id);
+  if (fp_kernel_family_of(id) == FPF_gemm)
+    return launch_gemm(ctx, id, args, nargs);
 
   unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
   for (uint32_t d = 0; d < nd->dims; ++d) {
@@ -950,6 +1033,27 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
   return FP_OK;
 }
 
+/* ---- the GEMM library ----------------------------------------------------------- */
+
+static fp_status cuda_library_prepare(fp_context *ctx, fp_dtype dtype, double *compile_ms) {
+  (void)dtype;
+  cuda_state *s = state_of(ctx);
+  fp_status st = use_device(ctx);
+  if (st != FP_OK)
+    return st;
+  return fp_cuda_blas_prepare(ctx, &s->blas, s->stream, compile_ms);
+}
+
+static fp_status cuda_library_gemm(fp_context *ctx, const fp_lib_gemm *g, void *a, void *b,
+                                   void *c, void *d, void *bias, void *ws, uint64_t ws_bytes) {
+  cuda_state *s = state_of(ctx);
+  double ms = 0.0;
+  fp_status st = cuda_library_prepare(ctx, g->dtype, &ms);
+  if (st != FP_OK)
+    return st;
+  return fp_cuda_blas_gemm(ctx, s->blas, g, a, b, c, d, bias, ws, ws_bytes);
+}
+
 const fp_backend_ops fp_cuda_backend_ops = {
     .kind = FP_BACKEND_CUDA,
     .device_count = cuda_device_count,
@@ -970,4 +1074,6 @@ const fp_backend_ops fp_cuda_backend_ops = {
     .kernel_available = cuda_kernel_available,
     .kernel_prepare = cuda_kernel_prepare,
     .launch = cuda_launch,
+    .library_gemm = cuda_library_gemm,
+    .library_prepare = cuda_library_prepare,
 };

@@ -56,6 +56,25 @@ typedef struct fp_cuda_tuning {
 #include "kernels.def"
 #undef FP_KERNEL_FAMILY
 
+/* ---- the GEMM family (kernels/cu/gemm.cu) ----------------------------------------
+ * gemm_<dt> and gemm2_<dt> are PLANNED: the backend hands their arguments to
+ * fp_cuda_gemm_launch, which plans (backend/cuda/gemm_plan.h) and launches
+ * on `stream`; *kernels_launched says how many kernels that took, msg why
+ * a launch failed. */
+typedef struct fp_cuda_gemm_env {
+  int cc_major, cc_minor, sm_count;
+  uint64_t smem_optin;
+  int force_path; /* fp_gemm_path, -1 auto (FUSEPORT_CUDA_GEMM_PATH) */
+  cudaStream_t stream;
+} fp_cuda_gemm_env;
+
+cudaError_t fp_cuda_gemm_launch(fp_kernel_id id, const fp_karg *args, int nargs,
+                                const fp_cuda_gemm_env *env, int *kernels_launched, char *msg,
+                                size_t msglen);
+/* Every __global__ function the GEMM paths instantiate (up to cap), for
+ * loading the family's module. */
+int fp_cuda_gemm_stubs(const void **out, int cap);
+
 /* Enqueues on `stream` the repetition of a 2, 4, 8 or 16-byte pattern over
  * `bytes` bytes at dst (dst and bytes multiples of pattern_size). Returns the
  * launch status (cudaErrorInvalidValue for another pattern size). */

@@ -1,9 +1,13 @@
 /* fuseport CUDA GEMM planner (gemm_plan.h): path selection by named
- * predicates, then a tile configuration per shape from the path's table. */
+ * predicates, then a tile configuration per shape from the path's table
+ * (or from the tuning cache). */
+#define _POSIX_C_SOURCE 200809L
 #include "gemm_plan.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../kernels/common/fp_device_common.h"
@@ -71,9 +75,16 @@ static bool fail(char *why, size_t len, const char *fmt, ...) {
 
 static bool is_half(int dtype) { return dtype == DT_F16 || dtype == DT_BF16; }
 
-/* wgmma and TMA: the sm_90a code runs on compute capability 9.0 only. */
+/* wgmma and TMA: the sm_90a code runs on compute capability 9.0 only, and
+ * exists in builds whose architectures include 90 (CMakeLists.txt). */
 static bool use_sm90(const fp_gemm_request *r, const fp_gemm_device *d) {
+#ifdef FUSEPORT_GEMM_SM90
   return is_half(r->dtype) && d->cc_major == 9 && d->cc_minor == 0;
+#else
+  (void)r;
+  (void)d;
+  return false;
+#endif
 }
 /* mma.sync m16n8k16 with bf16: Ampere and later. */
 static bool use_sm80(const fp_gemm_request *r, const fp_gemm_device *d) {
@@ -142,6 +153,212 @@ static uint64_t split_ws_bytes(int64_t tiles, int split, int bm, int bn) {
   return counters + (uint64_t)split * (uint64_t)tiles * (uint64_t)bm * (uint64_t)bn * 4u;
 }
 
+/* ---- the tuning cache ------------------------------------------------------------------
+ * One line per tuned problem:
+ *   v1 CC SMS PATH DTYPE M N K P PAIRED TRANS_B B2B CONFIG SPLIT_K MEDIAN_US
+ * e.g. "v1 9.0 132 sm90 1 4096 4096 4096 0 0 0 0 2 1 171.3". The problem
+ * key keeps only what the configuration filter depends on (paired or not,
+ * rather than the epilogue). */
+
+typedef struct tuned_entry {
+  int cc_major, cc_minor, sms, path, dtype;
+  int64_t M, N, K, P;
+  int paired, trans_b, b2b, config, split_k;
+  double median_us;
+} tuned_entry;
+
+static pthread_once_t tuning_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t tuning_lock = PTHREAD_MUTEX_INITIALIZER;
+static tuned_entry *tuned;
+static int n_tuned, cap_tuned;
+
+static const char *tuning_path(void) {
+  const char *p = getenv("FUSEPORT_CUDA_GEMM_TUNE");
+  return p != NULL && *p != '\0' ? p : NULL;
+}
+
+bool fp_gemm_tuning_enabled(void) { return tuning_path() != NULL; }
+
+static bool tuned_append(const tuned_entry *e) {
+  if (n_tuned == cap_tuned) {
+    int cap = cap_tuned > 0 ? 2 * cap_tuned : 64;
+    tuned_entry *grown = realloc(tuned, sizeof *grown * (size_t)cap);
+    if (grown == NULL)
+      return false;
+    tuned = grown;
+    cap_tuned = cap;
+  }
+  tuned[n_tuned++] = *e;
+  return true;
+}
+
+/* Reads the file once per process; lines that do not parse are skipped (a
+ * cache is an optimisation: a bad line costs a re-tune, never a wrong plan,
+ * since every entry is checked against the tables before use). */
+static void tuning_load(void) {
+  const char *path = tuning_path();
+  FILE *f = path != NULL ? fopen(path, "r") : NULL;
+  if (f == NULL)
+    return;
+  char line[512], name[16];
+  while (fgets(line, sizeof line, f) != NULL) {
+    tuned_entry e;
+    long long M, N, K, P;
+    if (sscanf(line, "v1 %d.%d %d %15s %d %lld %lld %lld %lld %d %d %d %d %d %lf", &e.cc_major,
+               &e.cc_minor, &e.sms, name, &e.dtype, &M, &N, &K, &P, &e.paired, &e.trans_b, &e.b2b,
+               &e.config, &e.split_k, &e.median_us) != 15)
+      continue;
+    fp_gemm_path p;
+    if (!fp_gemm_path_from_env(name, &p) || p == FP_GEMM_PATH_AUTO)
+      continue;
+    e.path = (int)p;
+    e.M = M;
+    e.N = N;
+    e.K = K;
+    e.P = P;
+    (void)tuned_append(&e);
+  }
+  fclose(f);
+}
+
+static tuned_entry key_of(const fp_gemm_request *r, const fp_gemm_device *d, fp_gemm_path path) {
+  tuned_entry e;
+  memset(&e, 0, sizeof e);
+  e.cc_major = d->cc_major;
+  e.cc_minor = d->cc_minor;
+  e.sms = d->sm_count;
+  e.path = (int)path;
+  e.dtype = r->dtype;
+  e.M = r->M;
+  e.N = r->N;
+  e.K = r->K;
+  e.P = r->b2b ? r->P : 0;
+  e.paired = !r->b2b && FP_EPI_PAIRED(r->epilogue);
+  e.trans_b = r->trans_b;
+  e.b2b = r->b2b;
+  return e;
+}
+
+static bool same_problem(const tuned_entry *x, const tuned_entry *y) {
+  return x->cc_major == y->cc_major && x->cc_minor == y->cc_minor && x->sms == y->sms &&
+         x->path == y->path && x->dtype == y->dtype && x->M == y->M && x->N == y->N &&
+         x->K == y->K && x->P == y->P && x->paired == y->paired && x->trans_b == y->trans_b &&
+         x->b2b == y->b2b;
+}
+
+/* The tuned configuration of the problem, if the cache holds one. */
+static bool tuning_lookup(const tuned_entry *key, int *config, int *split_k) {
+  if (tuning_path() == NULL)
+    return false;
+  pthread_once(&tuning_once, tuning_load);
+  bool found = false;
+  pthread_mutex_lock(&tuning_lock);
+  for (int k = n_tuned - 1; k >= 0 && !found; --k) /* the newest line wins */
+    if (same_problem(&tuned[k], key)) {
+      *config = tuned[k].config;
+      *split_k = tuned[k].split_k;
+      found = true;
+    }
+  pthread_mutex_unlock(&tuning_lock);
+  return found;
+}
+
+static bool write_tuning_file(const char *path, char *why, size_t whylen) {
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (f == NULL)
+    return fail(why, whylen, "cannot write %s", tmp);
+  fprintf(f, "# fuseport GEMM tuning cache (FUSEPORT_CUDA_GEMM_TUNE): v1 CC SMS PATH DTYPE M N K "
+             "P PAIRED TRANS_B B2B CONFIG SPLIT_K MEDIAN_US\n");
+  for (int k = 0; k < n_tuned; ++k) {
+    const tuned_entry *e = &tuned[k];
+    fprintf(f, "v1 %d.%d %d %s %d %lld %lld %lld %lld %d %d %d %d %d %.3f\n", e->cc_major,
+            e->cc_minor, e->sms, path_names[e->path], e->dtype, (long long)e->M, (long long)e->N,
+            (long long)e->K, (long long)e->P, e->paired, e->trans_b, e->b2b, e->config, e->split_k,
+            e->median_us);
+  }
+  bool ok = fflush(f) == 0;
+  ok = fclose(f) == 0 && ok;
+  if (!ok || rename(tmp, path) != 0) {
+    remove(tmp);
+    return fail(why, whylen, "cannot write the GEMM tuning cache %s", path);
+  }
+  return true;
+}
+
+bool fp_gemm_tuning_record(const fp_gemm_request *r, const fp_gemm_device *d,
+                           const fp_gemm_plan *best, double median_us, char *why, size_t whylen) {
+  const char *path = tuning_path();
+  if (path == NULL)
+    return fail(why, whylen, "FUSEPORT_CUDA_GEMM_TUNE is not set");
+  pthread_once(&tuning_once, tuning_load);
+  tuned_entry e = key_of(r, d, best->path);
+  e.config = best->config;
+  e.split_k = best->split_k;
+  e.median_us = median_us;
+  pthread_mutex_lock(&tuning_lock);
+  bool ok = tuned_append(&e);
+  if (!ok)
+    fail(why, whylen, "no host memory for the GEMM tuning cache");
+  else
+    ok = write_tuning_file(path, why, whylen);
+  pthread_mutex_unlock(&tuning_lock);
+  return ok;
+}
+
+/* Fills the plan of configuration row c with split_k. */
+static void plan_from_row(const cfg_row *c, int split, const fp_gemm_request *r, int64_t NB,
+                          fp_gemm_plan *out) {
+  out->config = c->index;
+  out->bm = c->bm;
+  out->bn = c->bn;
+  out->bk = c->bk;
+  out->stages = c->stages;
+  out->threads = c->threads;
+  out->smem_bytes = c->smem;
+  out->flags = c->flags;
+  out->split_k = split;
+  out->b2b_on_chip = r->b2b;
+  const int64_t tiles = ceil_div(r->M, c->bm) * ceil_div(NB, c->bn);
+  out->ws_bytes = split_ws_bytes(tiles, split, c->bm, c->bn);
+}
+
+/* Whether row c can run r on d (before any cost). */
+static bool row_fits(const cfg_row *c, const fp_gemm_request *r, const fp_gemm_device *d,
+                     bool paired) {
+  if (c->smem > d->smem_optin)
+    return false;
+  const bool b2b_row = (c->flags & FP_GEMM_CFG_B2B) != 0;
+  if (b2b_row != r->b2b)
+    return false;
+  if (r->b2b && c->bn < r->N)
+    return false; /* the intermediate would not fit on chip */
+  if (paired && (c->flags & FP_GEMM_CFG_PAIRED) == 0)
+    return false;
+  return true;
+}
+
+int fp_gemm_plan_candidates(const fp_gemm_request *r, const fp_gemm_device *d,
+                            const fp_gemm_plan *planned, fp_gemm_plan *out, int max) {
+  if (max < 1 || (unsigned)planned->path >= FP_GEMM_PATH_COUNT || planned->config < 0)
+    return 0;
+  const bool paired = !r->b2b && FP_EPI_PAIRED(r->epilogue);
+  const int64_t NB = paired ? 2 * r->N : r->N;
+  int n = 0;
+  out[n++] = *planned;
+  for (int k = 0; k < tables[planned->path].n && n < max; ++k) {
+    const cfg_row *c = &tables[planned->path].rows[k];
+    if (!row_fits(c, r, d, paired) || (c->index == planned->config && planned->split_k == 1))
+      continue;
+    out[n] = *planned;
+    plan_from_row(c, 1, r, NB, &out[n]);
+    out[n].tuned = false;
+    n++;
+  }
+  return n;
+}
+
 bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gemm_path force,
                        fp_gemm_plan *out, char *why, size_t whylen) {
   memset(out, 0, sizeof *out);
@@ -177,19 +394,29 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
                 d->cc_major, d->cc_minor);
   }
 
+  out->path = path;
+  out->aligned_rows = path == FP_GEMM_PATH_SM90 || path == FP_GEMM_PATH_SM80;
+  /* a tuned configuration, if the cache has one that still fits the tables */
+  const tuned_entry key = key_of(r, d, path);
+  int tuned_config = -1, tuned_split = 1;
+  if (tuning_lookup(&key, &tuned_config, &tuned_split)) {
+    for (int k = 0; k < tables[path].n; ++k) {
+      const cfg_row *c = &tables[path].rows[k];
+      if (c->index != tuned_config || !row_fits(c, r, d, paired) || tuned_split < 1 ||
+          (tuned_split > 1 && (c->flags & FP_GEMM_CFG_SPLIT_K) == 0))
+        continue;
+      plan_from_row(c, tuned_split, r, NB, out);
+      out->tuned = true;
+      return true;
+    }
+  }
+
   const cfg_row *best = NULL;
   double best_cost = 0.0;
   int best_split = 1;
   for (int k = 0; k < tables[path].n; ++k) {
     const cfg_row *c = &tables[path].rows[k];
-    if (c->smem > d->smem_optin)
-      continue;
-    const bool b2b_row = (c->flags & FP_GEMM_CFG_B2B) != 0;
-    if (b2b_row != r->b2b)
-      continue;
-    if (r->b2b && c->bn < r->N)
-      continue; /* the intermediate would not fit on chip */
-    if (paired && (c->flags & FP_GEMM_CFG_PAIRED) == 0)
+    if (!row_fits(c, r, d, paired))
       continue;
     const int split = r->b2b ? 1 : choose_split(c, r->M, NB, r->K, d->sm_count);
     const double cost = config_cost(c, r->M, r->b2b ? r->P : NB, r->K, d->sm_count, split);
@@ -199,8 +426,6 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
       best_split = split;
     }
   }
-  out->path = path;
-  out->aligned_rows = path == FP_GEMM_PATH_SM90 || path == FP_GEMM_PATH_SM80;
   if (best == NULL) {
     if (r->b2b) { /* no tile holds the intermediate: two GEMMs through memory */
       out->config = -1;
@@ -213,17 +438,6 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
                 path_names[path], (unsigned long long)d->smem_optin,
                 paired ? " (paired epilogue)" : "");
   }
-  out->config = best->index;
-  out->bm = best->bm;
-  out->bn = best->bn;
-  out->bk = best->bk;
-  out->stages = best->stages;
-  out->threads = best->threads;
-  out->smem_bytes = best->smem;
-  out->flags = best->flags;
-  out->split_k = best_split;
-  out->b2b_on_chip = r->b2b;
-  const int64_t tiles = ceil_div(r->M, best->bm) * ceil_div(NB, best->bn);
-  out->ws_bytes = split_ws_bytes(tiles, best_split, best->bm, best->bn);
+  plan_from_row(best, best_split, r, NB, out);
   return true;
 }

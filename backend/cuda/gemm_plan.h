@@ -71,6 +71,7 @@ typedef struct fp_gemm_plan {
   /* gemm2: N fits the tile, the intermediate stays on chip; false: the
    * recipe runs two GEMMs through a workspace */
   bool b2b_on_chip;
+  bool tuned; /* the configuration came from the tuning cache */
 } fp_gemm_plan;
 
 /* FUSEPORT_CUDA_GEMM_PATH: auto (default), sm90, sm80, simt, skinny -- a
@@ -86,6 +87,29 @@ const char *fp_gemm_path_name(fp_gemm_path path);
  * workspace the launch then uses. */
 bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gemm_path force,
                        fp_gemm_plan *out, char *why, size_t whylen);
+
+/* ---- the tuning cache -----------------------------------------------------------
+ * Opt-in, in the spirit of Inductor's max-autotune and CLBlast's tuning
+ * database: with FUSEPORT_CUDA_GEMM_TUNE=FILE, the first launch of a GEMM
+ * whose shape the file does not hold times the path's candidate
+ * configurations on the real operands (fp_gemm_plan_candidates), keeps the
+ * fastest in the file, and launches it; every later plan of that shape and
+ * device -- the recipes' dry runs included, so workspaces stay consistent --
+ * reads it back. Without the variable nothing is read or written. The file
+ * is text, one line per (device, path, problem): see gemm_plan.c. */
+
+/* Whether FUSEPORT_CUDA_GEMM_TUNE names a cache. */
+bool fp_gemm_tuning_enabled(void);
+/* The plans of r on d for every configuration of `path` that can run it
+ * without split-K, plus `planned` (the heuristic's choice) first; at most
+ * max. Returns how many. */
+int fp_gemm_plan_candidates(const fp_gemm_request *r, const fp_gemm_device *d,
+                            const fp_gemm_plan *planned, fp_gemm_plan *out, int max);
+/* Keeps `best` (a candidate) as the tuned plan of r on d, in memory and in
+ * the file (rewritten atomically). false with why when the file cannot be
+ * written. */
+bool fp_gemm_tuning_record(const fp_gemm_request *r, const fp_gemm_device *d,
+                           const fp_gemm_plan *best, double median_us, char *why, size_t whylen);
 
 #ifdef __cplusplus
 }

@@ -26,6 +26,7 @@ typedef ushort fp_u16;
 #define FP_FLOAT_AS_BITS(x) as_uint(x)
 #define FP_BITS_AS_FLOAT(x) as_float(x)
 #elif defined(__CUDACC__)
+#include <string.h>
 #define FP_FN static __host__ __device__ __forceinline__
 typedef unsigned int fp_u32;
 typedef unsigned long long fp_u64;
@@ -36,8 +37,27 @@ typedef long long fp_i64;
 #define FP_FMAXF(a, b) fmaxf(a, b)
 #define FP_ERFF(x) erff(x)
 typedef unsigned short fp_u16;
-#define FP_FLOAT_AS_BITS(x) __float_as_uint(x)
-#define FP_BITS_AS_FLOAT(x) __uint_as_float(x)
+/* __float_as_uint is device-only; these functions serve host code too */
+FP_FN fp_u32 fp_float_as_bits_cuda(float x) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(x);
+#else
+  fp_u32 u;
+  memcpy(&u, &x, 4);
+  return u;
+#endif
+}
+FP_FN float fp_bits_as_float_cuda(fp_u32 u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+#endif
+}
+#define FP_FLOAT_AS_BITS(x) fp_float_as_bits_cuda(x)
+#define FP_BITS_AS_FLOAT(x) fp_bits_as_float_cuda(x)
 #else
 #include <math.h>
 #include <string.h>

@@ -290,7 +290,213 @@ extern "C" cudaError_t fp_cuda_fill_pattern(void *dst, uint64_t bytes, const voi
   return cudaGetLastError();
 }
 
+/* ---- reduced-precision storage and packed words ------------------------------------
+ * f16 and bf16 travel as their 16-bit patterns, converted with
+ * fp_device_common.h's functions (the host's and OpenCL's rounding). The
+ * 16-bit primitives walk [M, N] in tiles of one row by kSpan columns, one
+ * 64-bit division per tile rather than per element; every thread's
+ * kSpan / blockDim.x columns are loaded before the first use. */
+
+namespace {
+
+struct F16Bits {
+  __device__ __forceinline__ static float load(unsigned short h) { return fp_f16_bits_to_f32(h); }
+  __device__ __forceinline__ static unsigned short store(float v) { return fp_f32_to_f16_bits(v); }
+};
+struct BF16Bits {
+  __device__ __forceinline__ static float load(unsigned short h) { return fp_bf16_bits_to_f32(h); }
+  __device__ __forceinline__ static unsigned short store(float v) { return fp_f32_to_bf16_bits(v); }
+};
+
+constexpr int kSpanPerThread = 4;
+
+/* Calls f(i, j) for every (i, j) of [M, N], each thread kSpanPerThread
+ * columns of a row tile, loads first (f returns a value, put stores it). */
+template <class Value, class Put>
+__device__ __forceinline__ void tile_walk(long long M, long long N, Value value, Put put) {
+  const long long span = (long long)blockDim.x * kSpanPerThread;
+  const long long tiles_n = (N + span - 1) / span;
+  for (long long t = blockIdx.x; t < M * tiles_n; t += gridDim.x) {
+    const long long i = t / tiles_n;
+    const long long j0 = (t - i * tiles_n) * span + threadIdx.x;
+    float v[kSpanPerThread];
+#pragma unroll
+    for (int u = 0; u < kSpanPerThread; ++u) {
+      const long long j = j0 + (long long)u * blockDim.x;
+      v[u] = j < N ? value(i, j) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kSpanPerThread; ++u) {
+      const long long j = j0 + (long long)u * blockDim.x;
+      if (j < N)
+        put(i, j, v[u]);
+    }
+  }
+}
+
+template <class S>
+__device__ __forceinline__ float unary16(int op, float a, float alpha, float beta) {
+  switch (op) {
+  case FP_UNARY_COPY:
+    return unary_op<FP_UNARY_COPY>(a, alpha, beta);
+  case FP_UNARY_NEG:
+    return unary_op<FP_UNARY_NEG>(a, alpha, beta);
+  case FP_UNARY_EXP:
+    return unary_op<FP_UNARY_EXP>(a, alpha, beta);
+  case FP_UNARY_COS:
+    return unary_op<FP_UNARY_COS>(a, alpha, beta);
+  case FP_UNARY_TANH:
+    return unary_op<FP_UNARY_TANH>(a, alpha, beta);
+  case FP_UNARY_RSQRT:
+    return unary_op<FP_UNARY_RSQRT>(a, alpha, beta);
+  case FP_UNARY_RELU:
+    return unary_op<FP_UNARY_RELU>(a, alpha, beta);
+  case FP_UNARY_AFFINE:
+    return unary_op<FP_UNARY_AFFINE>(a, alpha, beta);
+  case FP_UNARY_SIGMOID:
+    return unary_op<FP_UNARY_SIGMOID>(a, alpha, beta);
+  case FP_UNARY_GELU_ERF:
+    return unary_op<FP_UNARY_GELU_ERF>(a, alpha, beta);
+  default:
+    return CUDART_NAN_F;
+  }
+}
+
+__device__ __forceinline__ float binary16(int op, float a, float b) {
+  switch (op) {
+  case FP_BINARY_ADD:
+    return binary_op<FP_BINARY_ADD>(a, b);
+  case FP_BINARY_SUB:
+    return binary_op<FP_BINARY_SUB>(a, b);
+  case FP_BINARY_MUL:
+    return binary_op<FP_BINARY_MUL>(a, b);
+  case FP_BINARY_DIV:
+    return binary_op<FP_BINARY_DIV>(a, b);
+  case FP_BINARY_MAX:
+    return binary_op<FP_BINARY_MAX>(a, b);
+  default:
+    return CUDART_NAN_F;
+  }
+}
+
+template <class S>
+__device__ __forceinline__ void prim_unary16_run(unsigned short *out, const unsigned short *a,
+                                                 int op, float alpha, float beta, long long M,
+                                                 long long N, long long so0, long long so1,
+                                                 long long sa0, long long sa1) {
+  tile_walk(
+      M, N, [&](long long i, long long j) { return S::load(a[i * sa0 + j * sa1]); },
+      [&](long long i, long long j, float x) {
+        out[i * so0 + j * so1] = S::store(unary16<S>(op, x, alpha, beta));
+      });
+}
+
+template <class S>
+__device__ __forceinline__ void prim_binary16_run(unsigned short *out, const unsigned short *a,
+                                                  const unsigned short *b, int op, long long M,
+                                                  long long N, long long so0, long long so1,
+                                                  long long sa0, long long sa1, long long sb0,
+                                                  long long sb1) {
+  /* the second operand is loaded with the first: both in flight */
+  const long long span = (long long)blockDim.x * kSpanPerThread;
+  const long long tiles_n = (N + span - 1) / span;
+  for (long long t = blockIdx.x; t < M * tiles_n; t += gridDim.x) {
+    const long long i = t / tiles_n;
+    const long long j0 = (t - i * tiles_n) * span + threadIdx.x;
+    float va[kSpanPerThread], vb[kSpanPerThread];
+#pragma unroll
+    for (int u = 0; u < kSpanPerThread; ++u) {
+      const long long j = j0 + (long long)u * blockDim.x;
+      va[u] = j < N ? S::load(a[i * sa0 + j * sa1]) : 0.0f;
+      vb[u] = j < N ? S::load(b[i * sb0 + j * sb1]) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kSpanPerThread; ++u) {
+      const long long j = j0 + (long long)u * blockDim.x;
+      if (j < N)
+        out[i * so0 + j * so1] = S::store(binary16(op, va[u], vb[u]));
+    }
+  }
+}
+
+} // namespace
+
+/* fill_uniform_f16 / bf16(out, n, seed, stream, scale, positive)        ELEM */
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    fill_uniform_f16(unsigned short *out, long long n, long long seed, int stream, float scale,
+                     int positive) {
+  for (long long i = grid_thread_index(); i < n; i += grid_thread_count())
+    out[i] = fp_uniform_f16_bits((fp_u64)seed, (fp_u32)stream, (fp_u64)i, scale, positive);
+}
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    fill_uniform_bf16(unsigned short *out, long long n, long long seed, int stream, float scale,
+                      int positive) {
+  for (long long i = grid_thread_index(); i < n; i += grid_thread_count())
+    out[i] = fp_uniform_bf16_bits((fp_u64)seed, (fp_u32)stream, (fp_u64)i, scale, positive);
+}
+/* fill_bits_u32 / u8(out, n, seed, stream)                                ELEM */
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    fill_bits_u32(unsigned *out, long long n, long long seed, int stream) {
+  for (long long i = grid_thread_index(); i < n; i += grid_thread_count())
+    out[i] = fp_philox_word((fp_u64)seed, (fp_u64)i, (fp_u32)stream, FP_PHILOX_DOMAIN_FILL);
+}
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    fill_bits_u8(unsigned char *out, long long n, long long seed, int stream) {
+  for (long long i = grid_thread_index(); i < n; i += grid_thread_count())
+    out[i] = (unsigned char)(fp_philox_word((fp_u64)seed, (fp_u64)i, (fp_u32)stream,
+                                            FP_PHILOX_DOMAIN_FILL) &
+                             0xFFu);
+}
+
+/* prim_unary_<16>(out, a, op, alpha, beta, M, N, so0, so1, sa0, sa1, oo, oa)  ELEM */
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    prim_unary_f16(unsigned short *out, const unsigned short *a, int op, float alpha, float beta,
+                   long long M, long long N, long long so0, long long so1, long long sa0,
+                   long long sa1, long long oo, long long oa) {
+  prim_unary16_run<F16Bits>(out + oo, a + oa, op, alpha, beta, M, N, so0, so1, sa0, sa1);
+}
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    prim_unary_bf16(unsigned short *out, const unsigned short *a, int op, float alpha, float beta,
+                    long long M, long long N, long long so0, long long so1, long long sa0,
+                    long long sa1, long long oo, long long oa) {
+  prim_unary16_run<BF16Bits>(out + oo, a + oa, op, alpha, beta, M, N, so0, so1, sa0, sa1);
+}
+/* prim_binary_<16>(out, a, b, op, M, N, so0, so1, sa0, sa1, sb0, sb1, oo, oa, ob)  ELEM */
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    prim_binary_f16(unsigned short *out, const unsigned short *a, const unsigned short *b, int op,
+                    long long M, long long N, long long so0, long long so1, long long sa0,
+                    long long sa1, long long sb0, long long sb1, long long oo, long long oa,
+                    long long ob) {
+  prim_binary16_run<F16Bits>(out + oo, a + oa, b + ob, op, M, N, so0, so1, sa0, sa1, sb0, sb1);
+}
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    prim_binary_bf16(unsigned short *out, const unsigned short *a, const unsigned short *b, int op,
+                     long long M, long long N, long long so0, long long so1, long long sa0,
+                     long long sa1, long long sb0, long long sb1, long long oo, long long oa,
+                     long long ob) {
+  prim_binary16_run<BF16Bits>(out + oo, a + oa, b + ob, op, M, N, so0, so1, sa0, sa1, sb0, sb1);
+}
+/* prim_pad_rows_<16>(out, in, rows, cols, ld_out)                           ELEM */
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    prim_pad_rows16(unsigned short *out, const unsigned short *in, long long rows, long long cols,
+                    long long ld) {
+  tile_walk(
+      rows, ld,
+      [&](long long i, long long j) { return j < cols ? (float)in[i * cols + j] : 0.0f; },
+      [&](long long i, long long j, float x) { out[i * ld + j] = (unsigned short)x; });
+}
+
 extern "C" void fp_cuda_register_prim(const void *table[FPK_COUNT]) {
+  table[FPK_fill_uniform_f16] = reinterpret_cast<const void *>(&fill_uniform_f16);
+  table[FPK_fill_uniform_bf16] = reinterpret_cast<const void *>(&fill_uniform_bf16);
+  table[FPK_fill_bits_u32] = reinterpret_cast<const void *>(&fill_bits_u32);
+  table[FPK_fill_bits_u8] = reinterpret_cast<const void *>(&fill_bits_u8);
+  table[FPK_prim_unary_f16] = reinterpret_cast<const void *>(&prim_unary_f16);
+  table[FPK_prim_unary_bf16] = reinterpret_cast<const void *>(&prim_unary_bf16);
+  table[FPK_prim_binary_f16] = reinterpret_cast<const void *>(&prim_binary_f16);
+  table[FPK_prim_binary_bf16] = reinterpret_cast<const void *>(&prim_binary_bf16);
+  table[FPK_prim_pad_rows_f16] = reinterpret_cast<const void *>(&prim_pad_rows16);
+  table[FPK_prim_pad_rows_bf16] = reinterpret_cast<const void *>(&prim_pad_rows16);
   table[FPK_fill_uniform_f32] = reinterpret_cast<const void *>(&fill_uniform_f32);
   table[FPK_prim_unary] = reinterpret_cast<const void *>(&prim_unary);
   table[FPK_prim_binary] = reinterpret_cast<const void *>(&prim_binary);
