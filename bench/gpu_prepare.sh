@@ -7,15 +7,11 @@
 #                    and unpacks .debs (its comments say how)
 #   .debs/           the Debian packages the GPU image lacks (CLBlast,
 #                    cmocka, cJSON, the OpenCL headers and loader)
-#   .gpu/bin/        fuseport, test_ops and test_backend for sm_90, and
-#                    fuseport-base built from BASE (the commit before the
-#                    OpenCL row-kernel specialisations and the float4
-#                    bias_dropout_add rewrite) for the 'clrows' stage; stripped
+#   .gpu/bin/        fuseport, test_ops and test_backend of this tree for
+#                    sm_90, stripped
 #
-# Environment: BASE (default de6a71f), SHARED (default ../shared), BUILD
-# (default build-gpu), JOBS.
+# Environment: SHARED (default ../shared), BUILD (default build-gpu), JOBS.
 set -euo pipefail
-BASE=${BASE:-de6a71f}
 SHARED=${SHARED:-../shared}
 BUILD=${BUILD:-build-gpu}
 JOBS=${JOBS:-$(nproc)}
@@ -31,16 +27,8 @@ log "Debian packages into .debs/"
 log "this tree for sm_90 in $BUILD"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
 cmake --build "$BUILD" -j "$JOBS" >/dev/null
+rm -f .gpu/bin/*
 cp "$BUILD/fuseport" "$BUILD/tests/test_ops" "$BUILD/tests/test_backend" .gpu/bin/
-
-log "$BASE for sm_90 (fuseport-base)"
-base_tree=$(mktemp -d /tmp/fp-base.XXXXXX)
-trap 'git worktree remove --force "$base_tree" 2>/dev/null || true; rm -rf "$base_tree"' EXIT
-git worktree add --detach "$base_tree" "$BASE" >/dev/null 2>&1
-cmake -S "$base_tree" -B "$base_tree/build" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
-cmake --build "$base_tree/build" -j "$JOBS" --target fuseport >/dev/null
-cp "$base_tree/build/fuseport" .gpu/bin/fuseport-base
 
 strip .gpu/bin/*
 du -sh .gpu .debs

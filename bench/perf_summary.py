@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Per-operator summary of seed-grid result files for docs/PERF.md.
 
-    python3 bench/perf_summary.py docs/results/cuda.json docs/results/opencl.json \
-        docs/results/torch.json
+    R=docs/results/2026-11-26-h100-1bd2b02
+    python3 bench/perf_summary.py $R/cuda.json $R/opencl.json $R/torch.json
 
-(`-` in place of the OpenCL file: a run without one. Files ending in .xz, as
-the older records under docs/results/ are kept, are read as they are.)
+(`-` in place of the OpenCL file: a run without one. Files ending in .xz are
+read as they are.)
 
 Prints markdown: for each op, the fused CUDA kernel's fraction of the copy
 bandwidth on cells moving >= 64 MiB (min, median), its geometric-mean speed-up
