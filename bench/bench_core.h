@@ -5,24 +5,27 @@
  * op runs on every backend the same way.
  *
  * A sweep is a list of groups in a canonical order -- op (in the order of the
- * selection), then shape, then parameter combination -- and each group runs
- * every selected variant on the same inputs:
+ * selection), then shape (the spec's shapes of the op's rank: dim0 x dim1 for
+ * the row ops, M x N x K for a GEMM), then parameter combination -- and each
+ * group runs every selected variant on the same inputs:
  *
  *   allocate and fill the inputs once (seeded, never zeros)
  *   compute the float64 reference once (sampled rows for large cells)
  *   for each variant:
- *     build its kernels (compile_ms, outside timing); create the plan
+ *     build its kernels and ready its library (compile_ms, outside timing);
+ *     create the plan
  *     (footprint = the layer's bytes for the intermediates)
- *     poison the outputs, run once counting launches, check against the
- *     reference
+ *     poison the outputs, run once counting launches and library calls,
+ *     check against the reference
  *     warm up, then time repetitions with device events, the last-level
  *     cache flushed (a buffer of >= 2x L2 written, or read) before each one
  *   free everything
  *
- * A cell that runs out of memory is recorded "oom", any other failure
- * "error" with its message, a wrong result "fail" (still timed); the sweep
- * goes on. Nothing here exits or prints: statuses come back to the caller,
- * which also owns checkpointing (after every group) and signals.
+ * A cell that runs out of memory is recorded "oom", a variant the backend
+ * cannot run (FP_ERR_UNSUPPORTED) "unsupported", any other failure "error"
+ * with its message, a wrong result "fail" (still timed); the sweep goes on. Nothing here exits or
+ * prints: statuses come back to the caller, which also owns checkpointing (after every group) and
+ * signals.
  */
 #ifndef FUSEPORT_BENCH_CORE_H
 #define FUSEPORT_BENCH_CORE_H
@@ -49,6 +52,12 @@
 /* Reference check budget: output+input elements the sampled rows may touch. */
 #define FP_BENCH_DEFAULT_SAMPLE_ELEMS (1 << 20)
 
+/* The row ops' shapes (ops whose seed_shapes/default_shapes are NULL): the
+ * seed study's grid, dim0 and dim1 in {128, 256, ..., 65536}, and the quick
+ * default dim0 {256, 1024} x dim1 {256, 2048}. */
+#define FP_BENCH_SEED_GRID_SIDE 10
+extern const int64_t fp_bench_default_dim0[2], fp_bench_default_dim1[2];
+
 /* What to sweep and how to time it. Everything here is recorded in the
  * results file's meta.options and must match for --resume and merge. */
 typedef struct fp_bench_spec {
@@ -56,7 +65,8 @@ typedef struct fp_bench_spec {
   int n_ops;
   char variants[FP_MAX_VARIANTS][32]; /* in output order */
   int n_variants;
-  int64_t shapes[FP_BENCH_MAX_SHAPES][2]; /* (dim0, dim1) */
+  /* shapes of any rank; each op runs those of its rank (fp_op_grid_rank) */
+  fp_shape shapes[FP_BENCH_MAX_SHAPES];
   int n_shapes;
   /* --param NAME=V1[,V2...]: applies to the selected ops that have NAME; a
    * list sweeps the values (every combination of the lists) */
@@ -84,8 +94,20 @@ typedef struct fp_bench_spec {
 
 /* Defaults: every op, fused and unfused, no shapes (the caller adds them). */
 void fp_bench_spec_init(fp_bench_spec *s);
+/* The variants of the selected ops, in order of first appearance (fused,
+ * unfused, vendor): the command's default. */
+void fp_bench_spec_all_variants(fp_bench_spec *s);
+/* The shapes of `--shapes seed` / of the default: each selected op's
+ * seed_shapes / default_shapes (the row ops' seed grid / 2 x 2 default where
+ * NULL), their union in op order without repeats. FP_ERR_INVALID_ARGUMENT
+ * past FP_BENCH_MAX_SHAPES. */
+fp_status fp_bench_spec_seed_shapes(fp_bench_spec *s);
+fp_status fp_bench_spec_default_shapes(fp_bench_spec *s);
+/* How many of the spec's shapes have the op's rank. */
+int fp_bench_op_shape_count(const fp_bench_spec *s, const fp_op *op);
 /* Checks the spec as a whole (variants the ops lack, params no op has or
- * values that do not parse, shard out of range...). */
+ * values that do not parse, an op with no shape of its rank, shard out of
+ * range...). */
 fp_status fp_bench_spec_validate(const fp_bench_spec *s);
 
 /* The spec as meta.options and back. `with_shard` false leaves the shard
@@ -144,11 +166,37 @@ int64_t fp_bench_warmup_count(const fp_bench_spec *s, double exec_ms);
 /* The flush buffer a run of s on dev uses: s->flush_bytes, else the rule. */
 uint64_t fp_bench_run_flush_bytes(const fp_bench_spec *s, const fp_device_info *dev);
 
+/* ---- the roofline (pure, tested) ----------------------------------------------------------- */
+
+/* The element type of a problem's arithmetic: the op's compute_dtype hook,
+ * float32 without one. */
+fp_dtype fp_bench_compute_dtype(const fp_problem *p);
+/* max(bytes / copy bandwidth, flops / peak) / median: the fraction of the
+ * roofline a cell reaches. A term whose rate is unknown (NaN or <= 0) is
+ * left out; NaN when both are, or without a positive median. */
+double fp_bench_roof_frac(double bytes, double flops, double median_us, double copy_gbps,
+                          double peak_tflops);
+/* Parses FUSEPORT_PEAK_TFLOPS ("f16:989.4,bf16:989.4,f32:66.9") into
+ * tflops[dtype] (NaN where not given); FP_ERR_INVALID_ARGUMENT naming the
+ * bad entry. */
+fp_status fp_bench_parse_peaks(const char *text, double tflops[FP_DTYPE_COUNT]);
+
 /* ---- running ------------------------------------------------------------------------------ */
 
 /* Device-to-device copy bandwidth in GB/s (read + written bytes over time)
  * of fp_buffer_copy on a large buffer, median of several repetitions. */
 fp_status fp_bench_copy_bandwidth(fp_context *ctx, double *gbps);
+
+/* The peak FLOP/s of each compute type the sweep's cells use (the whole
+ * sweep, every shard), into r's meta.peak_tflops: the one stated in
+ * $FUSEPORT_PEAK_TFLOPS where it names the type, else measured with the
+ * backend's library GEMM where fp_library_gemm_check allows (an 8192^3
+ * square on a GPU, 256^3 on the CPU backend; halved until it fits; the
+ * median of 5 repetitions, the cache flushed before each), else null with
+ * the reason as its source. FP_ERR_INVALID_ARGUMENT for a malformed
+ * FUSEPORT_PEAK_TFLOPS; a failure of the measurement itself is recorded as
+ * the type's source, not returned. */
+fp_status fp_bench_peak_tflops(fp_context *ctx, const fp_bench_spec *s, fp_results *r);
 
 /* Fills r's meta for a fresh run on ctx (device, versions, date, host,
  * options); copy_gbps is left for the caller. */
@@ -195,11 +243,10 @@ typedef struct fp_bench_summary {
  * new cells to r (kept in canonical order). When r->meta.running names a
  * group (the file of a run that died inside it), that group's missing cells
  * are recorded as error instead of run again, so a sweep that hangs or
- * crashes on one cell still completes across resumed runs. r's meta must be set, and its
- * copy_gbps is used for bw_frac. Returns FP_OK when the sweep ran (whatever
- * the cells' statuses) or was interrupted; an error only for a failure of
- * the run itself (the flush buffer does not fit, a checkpoint cannot be
- * written). */
+ * crashes on one cell still completes across resumed runs. r's meta must be set: its
+ * copy_gbps is used for bw_frac, and with its peak_tflops for roof_frac. Returns FP_OK when the
+ * sweep ran (whatever the cells' statuses) or was interrupted; an error only for a failure of the
+ * run itself (the flush buffer does not fit, a checkpoint cannot be written). */
 fp_status fp_bench_run(fp_context *ctx, const fp_bench_spec *s, fp_results *r,
                        const fp_bench_hooks *hooks, fp_bench_summary *sum);
 

@@ -34,13 +34,12 @@ const char *fp_cli_value(int argc, char **argv, int *i);
 /* Parses a decimal integer in [min, max]; prints a usage error naming the
  * option and returns false otherwise. */
 bool fp_cli_parse_i64(const char *option, const char *text, int64_t min, int64_t max, int64_t *out);
-/* Parses "MxN[,MxN...]" into up to max pairs; false (message printed) on error. */
-bool fp_cli_parse_shapes(const char *option, const char *text, int64_t (*shapes)[2], int max,
-                         int *count);
 /* Parses "MxN[xK...][,...]" (each shape 2 to FP_SHAPE_MAX_DIMS dims >= 1)
  * into up to max shapes; false (message printed) on error. */
 bool fp_cli_parse_shape_list(const char *option, const char *text, fp_shape *shapes, int max,
                              int *count);
+/* The op's shape as its grid parameters' names: "MxN", "MxNxK", ... */
+void fp_cli_shape_pattern(const fp_op *op, char *buf, size_t len);
 /* Splits a comma list of op names ("all" for every op) into ops; false on an
  * unknown name (message printed). */
 bool fp_cli_parse_ops(const char *text, const fp_op **ops, int max, int *count);

@@ -14,35 +14,49 @@
 
 #include "cli_bench.h"
 
-/* A quick default: 2 x 2 shapes, every op, both variants; well under a
- * minute on the CPU backend and on PoCL. */
-const int64_t fp_bench_default_dim0[2] = {256, 1024};
-const int64_t fp_bench_default_dim1[2] = {256, 2048};
-
 static const char bench_usage[] =
     "usage: fuseport bench [--backend cpu|opencl|cuda] [--device N] [--platform NAME]\n"
-    "                      [--op NAME[,NAME...]|all] [--variants fused,unfused]\n"
-    "                      [--shapes seed|MxN[,MxN...] | --dim0 LIST --dim1 LIST]\n"
+    "                      [--op NAME[,NAME...]|all] [--variants fused,unfused,vendor]\n"
+    "                      [--shapes seed|SHAPE[,SHAPE...] | --dim0 LIST --dim1 LIST]\n"
     "                      [--param NAME=VALUE[,VALUE...]]... [--reps N | --rep-ms MS]\n"
     "                      [--warmup-ms MS] [--seed N] [--sample-elems N] [--flush-mib N]\n"
     "                      [--flush write|read]\n"
     "                      [--format table|csv|json] [--out FILE] [--resume FILE]\n"
     "                      [--retry-errors] [--shard I/N] [--quiet]\n"
     "\n"
-    "Benchmarks each selected op and variant over a dim0 x dim1 grid on one\n"
-    "device. Per (op, shape) the inputs are filled once with seeded random values\n"
-    "and the float64 reference is computed once (on sampled rows for large cells);\n"
-    "then each variant is checked against it and timed: warm-up runs, then\n"
-    "repetitions each timed with device events (a monotonic clock on the cpu\n"
-    "backend), the last-level cache flushed before each one by writing a buffer\n"
-    "of at least twice its size (or reading it: --flush read). Reported per cell: median/min/max "
-    "time, kernels\n"
-    "launched per call, intermediate footprint and peak device bytes (counted by\n"
-    "the backend layer), bytes and FLOPs of the cost model, GB/s and its fraction\n"
-    "of the device's copy bandwidth (measured once per run), kernel build time,\n"
-    "and the reference errors. A cell that does not fit is recorded as oom, a\n"
-    "wrong result as fail (still timed), any other failure as error; the sweep\n"
-    "goes on.\n"
+    "Benchmarks each selected op and variant over its shapes on one device. Per\n"
+    "(op, shape) the inputs are filled once with seeded random values and the\n"
+    "float64 reference is computed once (on sampled rows for large cells); then\n"
+    "each variant is checked against it and timed: warm-up runs, then repetitions\n"
+    "each timed with device events (a monotonic clock on the cpu backend), the\n"
+    "last-level cache flushed before each one by writing a buffer of at least\n"
+    "twice its size (or reading it: --flush read). Reported per cell: median/min/\n"
+    "max time, kernels launched and library calls (cuBLAS, CLBlast, the CPU GEMM)\n"
+    "per call, both counted by the backend layer and checked against the cost\n"
+    "model, intermediate footprint and peak device bytes, bytes and FLOPs of the\n"
+    "cost model, GB/s and its fraction of the device's copy bandwidth (bw_frac),\n"
+    "GFLOP/s, the roofline fraction (roof_frac, below), kernel build and library\n"
+    "preparation time, and the reference errors. A cell that does not fit is\n"
+    "recorded as oom, a wrong result as fail (still timed), a variant the backend\n"
+    "cannot run (vendor off CUDA, a type its library lacks) as unsupported (n/a\n"
+    "in the tables; not a failure), any other failure as error; the sweep goes on.\n"
+    "\n"
+    "Shapes: a shape has one dimension per grid dimension of the op: MxN (dim0 x\n"
+    "dim1: rows x row length) for the row ops, MxNxK for the GEMMs, MxNxKxP for\n"
+    "matmul_matmul (fuseport list). Each op runs the given shapes of its rank; an\n"
+    "op with none is left out (a note says so; none at all is an error).\n"
+    "\n"
+    "Roofline: roof_frac = max(bytes / copy bandwidth, flops / peak) / median,\n"
+    "the peak being the FLOP/s of the cell's compute type (f32; f16 or bf16 for\n"
+    "the GEMMs' dtype=). The peaks are measured once per run for the types the\n"
+    "sweep uses with the backend's library GEMM (8192^3 on a GPU, 256^3 on the\n"
+    "cpu backend) or stated with FUSEPORT_PEAK_TFLOPS=f16:989.4,bf16:989.4,\n"
+    "f32:66.9, which wins; they are recorded in meta.peak_tflops (--resume keeps\n"
+    "the file's; merge, shard 0's). Where neither gives a peak (no library GEMM\n"
+    "of that type) it is null and roof_frac uses the bandwidth term alone. The\n"
+    "tables' headline is the bandwidth fraction for memory-bound ops and TFLOP/s\n"
+    "with the roofline fraction for compute-bound ones (ops with a compute type:\n"
+    "the matmul family).\n"
     "\n"
     "options:\n"
     "  --backend B        cpu, opencl or cuda (default: the best present,\n"
@@ -50,13 +64,18 @@ static const char bench_usage[] =
     "  --device N         device index within the backend (default: the first)\n"
     "  --platform NAME    OpenCL platform name substring, e.g. NVIDIA or Portable\n"
     "  --op LIST          comma-separated op names, or all (default: all)\n"
-    "  --variants LIST    fused, unfused (default: fused,unfused; --variant too)\n"
-    "  --shapes S         seed: the seed study's grid, dim0 and dim1 in\n"
-    "                     {128, 256, ..., 65536} (100 shapes); or MxN[,MxN...]\n"
-    "  --dim0 LIST        with --dim1: the grid of every dim0 x dim1 pair\n"
-    "  --dim1 LIST        (default: --dim0 256,1024 --dim1 256,2048)\n"
+    "  --variants LIST    fused, unfused, vendor (default: every variant of the\n"
+    "                     selected ops; --variant too)\n"
+    "  --shapes S         seed: each op's seed list (the row ops: dim0 and dim1 in\n"
+    "                     {128, 256, ..., 65536}, 100 shapes; the GEMMs: squares,\n"
+    "                     LLM and decode shapes, odd sizes), their union recorded;\n"
+    "                     or SHAPE[,SHAPE...], e.g. 4096x4096,4096x4096x4096\n"
+    "  --dim0 LIST        with --dim1: the grid of every dim0 x dim1 pair (2-D)\n"
+    "  --dim1 LIST        (default: each op's own quick list: the row ops\n"
+    "                     256,1024 x 256,2048, the GEMMs 128^3 and 512^3)\n"
     "  --param N=V[,V..]  set an op parameter (ops that have it); a list sweeps the\n"
-    "                     values, e.g. --param training=false,true\n"
+    "                     values, e.g. --param training=false,true or\n"
+    "                     --param dtype=f16,bf16\n"
     "  --reps N           exactly N timed repetitions per cell\n"
     "  --rep-ms MS        else repeat for about MS ms of device time, flushes\n"
     "                     included, at least 5 and at most 10000 times (default 40)\n"
@@ -87,10 +106,24 @@ static const char bench_usage[] =
     "                     group that a killed run was inside (a hang stopped by\n"
     "                     a timeout, a crash) is recorded as error, not rerun\n"
     "  --retry-errors     with --resume: run the error cells, and such a group,\n"
-    "                     again\n"
+    "                     again (not the unsupported ones)\n"
     "  --shard I/N        run only shard I of N (0 <= I < N): the (op, shape)\n"
     "                     groups with index % N == I; join the files with merge\n"
-    "  --quiet            no table, no progress, no summary\n"
+    "  --quiet            no table, no progress, no notes, no summary\n"
+    "\n"
+    "Tables: rank-2 ops get dim0 x dim1 grids (relative performance unfused/fused,\n"
+    "the fused median, its bandwidth fraction); ops of rank 3 and more a list,\n"
+    "one row per (shape, params): each variant's median (us), the ratios\n"
+    "unfused/fused and vendor/fused (>1: fused wins), TFLOP/s and roofline\n"
+    "fraction of fused. Marks: OOM, FAIL, ERR, n/a (unsupported), - (missing).\n"
+    "\n"
+    "CSV columns (--format csv), one row per cell, as in the JSON:\n"
+    "  op, variant, backend, params, shape (MxNxK...), dim0, dim1 (rank-2 cells\n"
+    "  only), status, median_us, min_us, max_us, reps, kernels, library_calls,\n"
+    "  bytes, gbps, bw_frac, roof_frac, flops, gflops, footprint_bytes,\n"
+    "  peak_bytes, compile_ms, max_abs_err, max_rel_err, rel_l2_err, ok,\n"
+    "  message; an empty field is a null (not measured, or not applicable to the\n"
+    "  cell's status).\n"
     "\n"
     "A progress line (cells done/total, elapsed, estimate) goes to stderr when it\n"
     "is a terminal. Ctrl-C (or SIGTERM) stops at the next repetition: the\n"
@@ -100,8 +133,8 @@ static const char bench_usage[] =
     "The FUSEPORT_* environment variables, which pick kernel builds, grids and\n"
     "compiler options (FUSEPORT_CUDA_ROW_BUILDS, FUSEPORT_CUDA_ELEM_GRID,\n"
     "FUSEPORT_CUDA_ELEM_BUILDS, FUSEPORT_OPENCL_BUILD_OPTIONS, ...; see the\n"
-    "README), are recorded in the file's meta.environment; --resume needs the\n"
-    "same ones.\n"
+    "README) or state the peaks (FUSEPORT_PEAK_TFLOPS), are recorded in the\n"
+    "file's meta.environment; --resume needs the same ones.\n"
     "\n"
     "examples:\n"
     "  fuseport bench                                  # quick default run\n"
@@ -109,11 +142,13 @@ static const char bench_usage[] =
     "  fuseport bench --resume cuda.json               # after an interruption\n"
     "  fuseport bench --backend opencl --op softmax,layernorm --dim0 1024,4096 \\\n"
     "      --dim1 128,65536 --reps 50 --format csv --out cl.csv\n"
+    "  fuseport bench --backend cuda --op matmul_add,matmul_relu \\\n"
+    "      --shapes 4096x4096x4096,8192x1024x4096 --param dtype=f16,bf16\n"
     "  fuseport bench --backend cuda --device $I --shapes seed --shard $I/4 \\\n"
     "      --out shard$I.json      # then: fuseport merge all.json shard*.json\n"
     "\n"
-    "exit status: 0 every cell ok or oom, 1 a cell failed or errored, the run was\n"
-    "interrupted or could not run, 2 bad usage\n";
+    "exit status: 0 every cell ok, oom or unsupported, 1 a cell failed or errored,\n"
+    "the run was interrupted or could not run, 2 bad usage\n";
 
 /* ---- parsing --------------------------------------------------------------------------- */
 
@@ -159,23 +194,13 @@ static bool parse_variants(const char *text, fp_bench_spec *s) {
   }
 }
 
-static void seed_grid(fp_bench_spec *s) {
-  s->n_shapes = 0;
-  for (int i = 0; i < 10; ++i)
-    for (int j = 0; j < 10; ++j) {
-      s->shapes[s->n_shapes][0] = 128ll << i;
-      s->shapes[s->n_shapes][1] = 128ll << j;
-      s->n_shapes++;
-    }
-}
-
 int fp_bench_parse_args(int argc, char **argv, fp_bench_cli *cli) {
   memset(cli, 0, sizeof *cli);
   cli->target.device = -1;
   fp_bench_spec *s = &cli->spec;
   fp_bench_spec_init(s);
   const char *op_list = "all", *format = NULL, *shapes = NULL;
-  int64_t dim0[64], dim1[64];
+  int64_t dim0[FP_BENCH_MAX_SHAPES], dim1[FP_BENCH_MAX_SHAPES];
   int n0 = 0, n1 = 0;
   bool have_reps = false, have_rep_ms = false;
   for (int i = 1; i < argc; ++i) {
@@ -224,11 +249,11 @@ int fp_bench_parse_args(int argc, char **argv, fp_bench_cli *cli) {
       shapes = v;
       cli->given |= FP_GIVEN_SHAPES;
     } else if (strcmp(a, "--dim0") == 0) {
-      if (!fp_cli_parse_dims("--dim0", v, dim0, 64, &n0))
+      if (!fp_cli_parse_dims("--dim0", v, dim0, FP_BENCH_MAX_SHAPES, &n0))
         return FP_EXIT_USAGE;
       cli->given |= FP_GIVEN_SHAPES;
     } else if (strcmp(a, "--dim1") == 0) {
-      if (!fp_cli_parse_dims("--dim1", v, dim1, 64, &n1))
+      if (!fp_cli_parse_dims("--dim1", v, dim1, FP_BENCH_MAX_SHAPES, &n1))
         return FP_EXIT_USAGE;
       cli->given |= FP_GIVEN_SHAPES;
     } else if (strcmp(a, "--param") == 0) {
@@ -312,26 +337,57 @@ int fp_bench_parse_args(int argc, char **argv, fp_bench_cli *cli) {
     usage_error("--shapes and --dim0/--dim1 exclude each other");
     return FP_EXIT_USAGE;
   }
+  fp_status shapes_st = FP_OK;
   if (shapes != NULL && strcmp(shapes, "seed") == 0) {
-    seed_grid(s);
+    shapes_st = fp_bench_spec_seed_shapes(s);
   } else if (shapes != NULL) {
-    if (!fp_cli_parse_shapes("--shapes", shapes, s->shapes, FP_BENCH_MAX_SHAPES, &s->n_shapes))
+    if (!fp_cli_parse_shape_list("--shapes", shapes, s->shapes, FP_BENCH_MAX_SHAPES, &s->n_shapes))
       return FP_EXIT_USAGE;
-  } else {
-    const int64_t *d0 = n0 > 0 ? dim0 : fp_bench_default_dim0;
-    const int64_t *d1 = n0 > 0 ? dim1 : fp_bench_default_dim1;
-    int c0 = n0 > 0 ? n0 : 2, c1 = n0 > 0 ? n1 : 2;
-    if (c0 * c1 > FP_BENCH_MAX_SHAPES) {
-      usage_error("--dim0 x --dim1 makes more than 1024 shapes");
+  } else if (n0 > 0) {
+    if (n0 * n1 > FP_BENCH_MAX_SHAPES) {
+      usage_error("--dim0 x --dim1 makes more than %d shapes", FP_BENCH_MAX_SHAPES);
       return FP_EXIT_USAGE;
     }
     s->n_shapes = 0;
-    for (int i = 0; i < c0; ++i)
-      for (int j = 0; j < c1; ++j) {
-        s->shapes[s->n_shapes][0] = d0[i];
-        s->shapes[s->n_shapes][1] = d1[j];
-        s->n_shapes++;
-      }
+    for (int i = 0; i < n0; ++i)
+      for (int j = 0; j < n1; ++j)
+        s->shapes[s->n_shapes++] = fp_shape_2d(dim0[i], dim1[j]);
+  } else {
+    shapes_st = fp_bench_spec_default_shapes(s);
+  }
+  if (shapes_st != FP_OK) {
+    usage_error("%s", fp_last_error());
+    return FP_EXIT_USAGE;
+  }
+  /* an op runs the shapes of its rank; one with none is left out */
+  char left_out[1024] = "";
+  int kept = 0;
+  for (int k = 0; k < s->n_ops; ++k) {
+    if (fp_bench_op_shape_count(s, s->ops[k]) > 0) {
+      s->ops[kept++] = s->ops[k];
+      continue;
+    }
+    char pattern[64];
+    fp_cli_shape_pattern(s->ops[k], pattern, sizeof pattern);
+    size_t used = strlen(left_out);
+    snprintf(left_out + used, sizeof left_out - used, "%s%s (%s)", used ? ", " : "",
+             s->ops[k]->name, pattern);
+  }
+  if (kept == 0) {
+    usage_error("no selected op takes shapes of the ranks given: %s", left_out);
+    return FP_EXIT_USAGE;
+  }
+  s->n_ops = kept;
+  if (left_out[0] != '\0' && !cli->quiet && !(cli->resume != NULL && !(cli->given & FP_GIVEN_OPS)))
+    fprintf(stderr, "fuseport bench: note: left out, no shape of their rank: %s\n", left_out);
+  if (!(cli->given & FP_GIVEN_VARIANTS))
+    fp_bench_spec_all_variants(s); /* every variant of the ops that run */
+  /* FUSEPORT_PEAK_TFLOPS, read by the run: refused here, before any device */
+  const char *peaks = getenv("FUSEPORT_PEAK_TFLOPS");
+  double stated[FP_DTYPE_COUNT];
+  if (peaks != NULL && fp_bench_parse_peaks(peaks, stated) != FP_OK) {
+    fprintf(stderr, "fuseport bench: %s\n", fp_last_error());
+    return FP_EXIT_USAGE;
   }
   /* output */
   if (format != NULL) {
@@ -376,232 +432,6 @@ int fp_bench_parse_args(int argc, char **argv, fp_bench_cli *cli) {
     return FP_EXIT_USAGE;
   }
   return FP_EXIT_OK;
-}
-
-/* ---- resume ------------------------------------------------------------------------------ */
-
-/* Prints the first option in which a and b differ. */
-static void print_option_difference(const cJSON *file, const cJSON *cmd, const char *path) {
-  const cJSON *e;
-  for (int pass = 0; pass < 2; ++pass) {
-    const cJSON *side = pass == 0 ? file : cmd;
-    cJSON_ArrayForEach(e, side) {
-      const cJSON *x = cJSON_GetObjectItemCaseSensitive(file, e->string);
-      const cJSON *y = cJSON_GetObjectItemCaseSensitive(cmd, e->string);
-      if (x != NULL && y != NULL && cJSON_Compare(x, y, true))
-        continue;
-      char *xs = x != NULL ? cJSON_PrintUnformatted(x) : NULL;
-      char *ys = y != NULL ? cJSON_PrintUnformatted(y) : NULL;
-      fprintf(stderr, "fuseport bench: %s was run with %s %.200s; this command gives %.200s\n",
-              path, e->string, xs != NULL ? xs : "(none)", ys != NULL ? ys : "(none)");
-      cJSON_free(xs);
-      cJSON_free(ys);
-      return;
-    }
-  }
-}
-
-bool fp_bench_resume_spec(fp_bench_cli *cli, const fp_results *file, const char *path) {
-  fp_bench_spec fs;
-  if (fp_bench_spec_from_json(file->meta.options, &fs) != FP_OK) {
-    fprintf(stderr, "fuseport bench: %s: its options cannot be resumed: %s\n", path,
-            fp_last_error());
-    return false;
-  }
-  /* the file's options, overridden by what the command line set */
-  fp_bench_spec merged = fs;
-  const fp_bench_spec *c = &cli->spec;
-  if (cli->given & FP_GIVEN_OPS) {
-    memcpy(merged.ops, c->ops, sizeof c->ops);
-    merged.n_ops = c->n_ops;
-  }
-  if (cli->given & FP_GIVEN_VARIANTS) {
-    memcpy(merged.variants, c->variants, sizeof c->variants);
-    merged.n_variants = c->n_variants;
-  }
-  if (cli->given & FP_GIVEN_SHAPES) {
-    memcpy(merged.shapes, c->shapes, sizeof c->shapes);
-    merged.n_shapes = c->n_shapes;
-  }
-  if (cli->given & FP_GIVEN_PARAMS) {
-    memcpy(merged.params, c->params, sizeof c->params);
-    merged.n_params = c->n_params;
-  }
-  if (cli->given & FP_GIVEN_SEED)
-    merged.seed = c->seed;
-  if (cli->given & FP_GIVEN_REPS) {
-    merged.reps = c->reps;
-    merged.rep_ms = c->rep_ms;
-  }
-  if (cli->given & FP_GIVEN_WARMUP)
-    merged.warmup_ms = c->warmup_ms;
-  if (cli->given & FP_GIVEN_SAMPLE)
-    merged.sample_elems = c->sample_elems;
-  if (cli->given & FP_GIVEN_FLUSH)
-    merged.flush_bytes = c->flush_bytes;
-  if (cli->given & FP_GIVEN_FLUSH_MODE)
-    merged.flush_read = c->flush_read;
-  if (cli->given & FP_GIVEN_SHARD) {
-    merged.shard_index = c->shard_index;
-    merged.shard_count = c->shard_count;
-  }
-  cJSON *mine = fp_bench_spec_to_json(&merged, true);
-  bool same = mine != NULL && cJSON_Compare(mine, file->meta.options, true);
-  if (!same && mine != NULL)
-    print_option_difference(file->meta.options, mine, path);
-  if (mine == NULL)
-    fprintf(stderr, "fuseport bench: no host memory\n");
-  cJSON_Delete(mine);
-  if (!same)
-    return false;
-  cli->spec = merged;
-  if (cli->target.backend == NULL) {
-    snprintf(cli->backend_buf, sizeof cli->backend_buf, "%s", file->meta.backend);
-    cli->target.backend = cli->backend_buf;
-  } else if (strcmp(cli->target.backend, file->meta.backend) != 0) {
-    fprintf(stderr, "fuseport bench: %s holds %s results; --backend %s cannot continue it\n", path,
-            file->meta.backend, cli->target.backend);
-    return false;
-  }
-  return true;
-}
-
-bool fp_bench_resume_device(const fp_results *file, const char *path, fp_context *ctx) {
-  const fp_device_info *dev = fp_context_device(ctx);
-  if (strcmp(dev->name, file->meta.device) != 0 ||
-      strcmp(dev->platform, file->meta.platform) != 0) {
-    fprintf(stderr,
-            "fuseport bench: %s was measured on '%s' [%s]; this device is '%s' [%s] (choose it "
-            "with --device/--platform)\n",
-            path, file->meta.device, file->meta.platform, dev->name, dev->platform);
-    return false;
-  }
-  /* The FUSEPORT_* variables pick builds and grids: a file measured under
-   * others would mix two configurations. (Files from before this record
-   * have none, and are resumed as they were.) */
-  const cJSON *was = cJSON_GetObjectItemCaseSensitive(file->meta.extra, "environment");
-  if (was != NULL) {
-    cJSON *now = fp_bench_environment();
-    const bool same = now != NULL && cJSON_Compare(was, now, true);
-    if (!same) {
-      char *a = cJSON_PrintUnformatted(was), *b = now != NULL ? cJSON_PrintUnformatted(now) : NULL;
-      fprintf(stderr,
-              "fuseport bench: %s was measured with the FUSEPORT_* environment %s; this run has "
-              "%s: set the same variables to resume it\n",
-              path, a != NULL ? a : "?", b != NULL ? b : "?");
-      free(a);
-      free(b);
-    }
-    cJSON_Delete(now);
-    if (!same)
-      return false;
-  }
-  return true;
-}
-
-/* ---- the table --------------------------------------------------------------------------- */
-
-typedef struct table_ctx {
-  const fp_results *r;
-  const fp_grid *g;
-  const char *variant;
-} table_ctx;
-
-static void fmt_time(double us, char *buf, size_t len) {
-  if (us < 10)
-    snprintf(buf, len, "%.2f", us);
-  else if (us < 1000)
-    snprintf(buf, len, "%.1f", us);
-  else
-    snprintf(buf, len, "%.0f", us);
-}
-
-static void relperf_value(void *user, int64_t d0, int64_t d1, char *buf, size_t len) {
-  table_ctx *t = user;
-  double pct;
-  const char *mark;
-  if (fp_relperf(fp_grid_cell(t->r, t->g, d0, d1, "fused"),
-                 fp_grid_cell(t->r, t->g, d0, d1, "unfused"), &pct, &mark))
-    snprintf(buf, len, "%.1f%%", pct);
-  else
-    snprintf(buf, len, "%s", mark);
-}
-
-static void time_value(void *user, int64_t d0, int64_t d1, char *buf, size_t len) {
-  table_ctx *t = user;
-  const fp_cell *c = fp_grid_cell(t->r, t->g, d0, d1, t->variant);
-  const char *mark = fp_cell_mark(c);
-  if (c != NULL && (c->status == FP_CELL_OK || c->status == FP_CELL_FAIL) && isfinite(c->median_us))
-    fmt_time(c->median_us, buf, len); /* a failed cell was timed too */
-  else
-    snprintf(buf, len, "%s", mark != NULL ? mark : "-");
-}
-
-static void bw_value(void *user, int64_t d0, int64_t d1, char *buf, size_t len) {
-  table_ctx *t = user;
-  const fp_cell *c = fp_grid_cell(t->r, t->g, d0, d1, t->variant);
-  const char *mark = fp_cell_mark(c);
-  if (mark != NULL)
-    snprintf(buf, len, "%s", mark);
-  else if (isfinite(c->bw_frac))
-    snprintf(buf, len, "%.0f%%", 100.0 * c->bw_frac);
-  else if (isfinite(c->gbps))
-    snprintf(buf, len, "%.1f", c->gbps);
-  else
-    snprintf(buf, len, "-");
-}
-
-static bool results_have_variant(const fp_results *r, const char *variant) {
-  for (int k = 0; k < r->n_cells; ++k)
-    if (strcmp(r->cells[k].variant, variant) == 0)
-      return true;
-  return false;
-}
-
-void fp_bench_print_table(FILE *f, const fp_results *r) {
-  fp_grid_set set;
-  if (fp_grid_set_build(r, &set) != FP_OK) {
-    fprintf(f, "(no memory for the tables: %s)\n", fp_last_error());
-    return;
-  }
-  bool both = results_have_variant(r, "fused") && results_have_variant(r, "unfused");
-  const char *shown = results_have_variant(r, "fused") ? "fused"
-                      : r->n_cells > 0                 ? r->cells[0].variant
-                                                       : "fused";
-  bool copy = isfinite(r->meta.copy_gbps) && r->meta.copy_gbps > 0;
-  fprintf(f, "fuseport bench: %s backend, %s [%s], copy bandwidth %s%.1f GB/s\n", r->meta.backend,
-          r->meta.device, r->meta.platform, copy ? "" : "unknown ", copy ? r->meta.copy_gbps : 0.0);
-  for (int k = 0; k < set.n; ++k) {
-    const fp_grid *g = &set.grids[k];
-    table_ctx t = {r, g, shown};
-    char title[512];
-    fprintf(f, "\n== %s%s%s%s ==\n", g->op, g->params[0] ? " (" : "", g->params,
-            g->params[0] ? ")" : "");
-    if (both)
-      fp_grid_print(f, g,
-                    "relative performance: unfused median / fused median (>100%: fusion wins)",
-                    relperf_value, &t);
-    snprintf(title, sizeof title, "%s%s median (us)", both ? "\n" : "", shown);
-    fp_grid_print(f, g, title, time_value, &t);
-    if (copy)
-      snprintf(title, sizeof title, "\n%s bandwidth (%% of the %.0f GB/s device copy)", shown,
-               r->meta.copy_gbps);
-    else
-      snprintf(title, sizeof title, "\n%s bandwidth (GB/s)", shown);
-    fp_grid_print(f, g, title, bw_value, &t);
-  }
-  fp_grid_set_free(&set);
-  int bad = 0;
-  for (int k = 0; k < r->n_cells; ++k) {
-    const fp_cell *c = &r->cells[k];
-    if (c->status != FP_CELL_FAIL && c->status != FP_CELL_ERROR)
-      continue;
-    if (bad++ == 0)
-      fprintf(f, "\nfailed cells:\n");
-    fprintf(f, "  %-5s %s %s %lldx%lld%s%s: %s\n", c->status == FP_CELL_FAIL ? "FAIL" : "ERR",
-            c->op, c->variant, (long long)c->dim0, (long long)c->dim1, c->params[0] ? " " : "",
-            c->params, c->message);
-  }
 }
 
 /* ---- the command ---------------------------------------------------------------------------- */
@@ -650,9 +480,10 @@ static void on_cell(void *user, const fp_cell *c, int done, int total) {
   int ran = done - br->resumed;
   if (ran > 0)
     hms(el / ran * (total - done), left, sizeof left);
-  fprintf(stderr, "\r\033[K[%d/%d cells] %s elapsed, ~%s left  %s %s %lldx%lld %s", done, total, e,
-          left, c->op, c->variant, (long long)c->dim0, (long long)c->dim1,
-          fp_cell_status_name(c->status));
+  char shape[128];
+  fp_shape_format(&c->shape, shape, sizeof shape);
+  fprintf(stderr, "\r\033[K[%d/%d cells] %s elapsed, ~%s left  %s %s %s %s", done, total, e, left,
+          c->op, c->variant, shape, fp_cell_status_name(c->status));
   fflush(stderr);
 }
 
@@ -726,6 +557,7 @@ static int run_bench(fp_bench_cli *cli) {
                 "bw_frac will be null\n",
                 fp_last_error());
       r.meta.copy_gbps = gbps;
+      st = fp_bench_peak_tflops(ctx, &cli->spec, &r);
     }
   }
   bench_run br = {cli, !cli->quiet && isatty(STDERR_FILENO) == 1, now_s(), r.n_cells, FP_OK};
@@ -753,6 +585,17 @@ static int run_bench(fp_bench_cli *cli) {
               cli->spec.flush_read ? "read" : "write",
               (double)fp_bench_run_flush_bytes(&cli->spec, dev) / (1 << 20),
               cli->spec.flush_bytes > 0 ? "--flush-mib" : "2x the device's last-level cache");
+      for (int k = 0; k < r.meta.n_peaks; ++k) {
+        const fp_peak *pk = &r.meta.peaks[k];
+        if (isnan(pk->tflops))
+          fprintf(stderr,
+                  "fuseport bench: peak %s: unknown (%s); its cells' roof_frac uses the "
+                  "bandwidth alone\n",
+                  pk->dtype, pk->source);
+        else
+          fprintf(stderr, "fuseport bench: peak %s: %.4g TFLOP/s (%s)\n", pk->dtype, pk->tflops,
+                  pk->source);
+      }
     }
     stop_flag = 0;
     struct sigaction sa, old_int, old_term;
@@ -794,11 +637,12 @@ static int run_bench(fp_bench_cli *cli) {
     int bad = sum.count[FP_CELL_FAIL] + sum.count[FP_CELL_ERROR];
     if (!cli->quiet)
       fprintf(stderr,
-              "fuseport bench: %d of %d cells: %d ok, %d fail, %d oom, %d error (%d run now, %d "
-              "resumed)%s%s\n",
+              "fuseport bench: %d of %d cells: %d ok, %d fail, %d oom, %d error, %d n/a (%d run "
+              "now, %d resumed)%s%s\n",
               r.n_cells, sum.total, sum.count[FP_CELL_OK], sum.count[FP_CELL_FAIL],
-              sum.count[FP_CELL_OOM], sum.count[FP_CELL_ERROR], sum.ran, sum.resumed,
-              cli->out != NULL ? "; written to " : "", cli->out != NULL ? cli->out : "");
+              sum.count[FP_CELL_OOM], sum.count[FP_CELL_ERROR], sum.count[FP_CELL_UNSUPPORTED],
+              sum.ran, sum.resumed, cli->out != NULL ? "; written to " : "",
+              cli->out != NULL ? cli->out : "");
     if (sum.died > 0)
       fprintf(stderr,
               "fuseport bench: %d cells recorded as error without running: an earlier run died "

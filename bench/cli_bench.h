@@ -40,9 +40,6 @@ typedef struct fp_bench_cli {
   char backend_buf[16]; /* the backend taken from a --resume file */
 } fp_bench_cli;
 
-/* The default shapes of `fuseport bench` (a quick run): dim0 x dim1. */
-extern const int64_t fp_bench_default_dim0[2], fp_bench_default_dim1[2];
-
 /* Parses `bench` arguments (argv[0] is "bench"). Returns FP_EXIT_OK,
  * FP_EXIT_USAGE after printing a message that names the bad flag or value,
  * or -1 when --help was printed. */
@@ -56,8 +53,36 @@ int fp_bench_parse_args(int argc, char **argv, fp_bench_cli *cli);
 bool fp_bench_resume_spec(fp_bench_cli *cli, const fp_results *file, const char *path);
 bool fp_bench_resume_device(const fp_results *file, const char *path, fp_context *ctx);
 
-/* The per-op grids: relative performance (unfused/fused %), the fused
- * median time (us) and its bandwidth fraction; then any failed cells. */
+/* The per-op tables: for rank-2 ops the dim0 x dim1 grids of relative
+ * performance (unfused/fused %), the fused median time (us) and its
+ * bandwidth fraction (TFLOP/s and roofline fraction for a compute-bound
+ * op); for ops of rank 3 and more a list, one row per (shape, params): each
+ * variant's median, the other variants' medians over fused, and fused's
+ * TFLOP/s (bandwidth fraction for a memory-bound op) and roofline fraction.
+ * Then any failed cells, and how many are n/a. */
 void fp_bench_print_table(FILE *f, const fp_results *r);
+
+/* ---- shared by the tables of bench, compare and report (cli_table.c) ---- */
+
+/* Whether the op's headline is compute -- TFLOP/s and the roofline fraction
+ * -- rather than the bandwidth fraction: an op of the registry with a compute
+ * type (its compute_dtype hook is set: the matmul family). Other ops, and
+ * names the registry does not know, are memory-bound. */
+bool fp_op_name_compute_bound(const char *op);
+/* The variants a view shows at most. */
+#define FP_RESULTS_MAX_VARIANTS 8
+/* "fused" when among names, else the first. */
+const char *fp_headline_variant(const char *const *names, int n);
+/* "softmax (training=true)" for a grid, "matmul_add (shape MxNxK)" for a list. */
+void fp_view_title(const fp_grid *g, char *buf, size_t len);
+/* A time in us; a cell's median (ok or fail) or its mark; TFLOP/s or the
+ * mark; a fraction as a percentage (or the cell's mark, "-" for NaN). */
+void fp_fmt_time(double us, char *buf, size_t len);
+void fp_fmt_cell_time(const fp_cell *c, char *buf, size_t len);
+void fp_fmt_tflops(const fp_cell *c, char *buf, size_t len);
+void fp_fmt_frac(const fp_cell *c, double frac, char *buf, size_t len);
+/* num median / den median ("1.23"), or the pair's mark; returns the ratio,
+ * NaN where there is none. */
+double fp_fmt_ratio(const fp_cell *num, const fp_cell *den, char *buf, size_t len);
 
 #endif

@@ -112,39 +112,14 @@ bad:
   return false;
 }
 
-bool fp_cli_parse_shapes(const char *option, const char *text, int64_t (*shapes)[2], int max,
-                         int *count) {
-  *count = 0;
-  const char *s = text;
-  while (*s != '\0') {
-    char *end = NULL;
-    errno = 0;
-    long long m = strtoll(s, &end, 10);
-    if (end == s || (*end != 'x' && *end != 'X') || errno != 0 || m < 1)
-      goto bad;
-    s = end + 1;
-    long long n = strtoll(s, &end, 10);
-    if (end == s || (*end != ',' && *end != '\0') || errno != 0 || n < 1)
-      goto bad;
-    if (*count >= max) {
-      fprintf(stderr, "fuseport: %s lists more than %d shapes\n", option, max);
-      return false;
-    }
-    shapes[*count][0] = m;
-    shapes[*count][1] = n;
-    (*count)++;
-    s = *end == ',' ? end + 1 : end;
-    if (*end == ',' && *s == '\0')
-      goto bad;
+void fp_cli_shape_pattern(const fp_op *op, char *buf, size_t len) {
+  if (len == 0)
+    return;
+  buf[0] = '\0';
+  for (int g = 0; g < fp_op_grid_rank(op); ++g) {
+    size_t used = strlen(buf);
+    snprintf(buf + used, len - used, "%s%s", g ? "x" : "", op->params[op->grid_param[g]].name);
   }
-  if (*count > 0)
-    return true;
-bad:
-  fprintf(stderr,
-          "fuseport: %s '%s' is not a list of shapes MxN with M, N >= 1 (example: "
-          "128x4096,1000x3)\n",
-          option, text);
-  return false;
 }
 
 bool fp_cli_parse_ops(const char *text, const fp_op **ops, int max, int *count) {

@@ -13,19 +13,24 @@ static const char compare_usage[] =
     "usage: fuseport compare A.json B.json [--variant NAME] [--format table|csv|json]\n"
     "                        [--out FILE]\n"
     "\n"
-    "For each op (and parameter set) present in both files, prints the dim0 x dim1\n"
-    "grid of ratio = A median time / B median time of one variant: above 1, B is\n"
-    "faster. A cell missing from either file shows '-'; one that is not ok in\n"
-    "either shows OOM, FAIL or ERR and is left out of the means. Under each grid,\n"
-    "the geometric mean of the ratios of the cells ok in both; at the end, the\n"
-    "geometric mean over every such cell. Cells are matched by op, parameters,\n"
-    "shape and variant, so the files may come from different backends, machines\n"
-    "or commits.\n"
+    "For each op (and parameter set) present in both files, prints the ratio =\n"
+    "A median time / B median time of one variant: above 1, B is faster. Rank-2\n"
+    "ops (dim0 x dim1) get a grid per parameter set; ops of rank 3 and more (a\n"
+    "GEMM's MxNxK) a list per op, one row per (shape, params) with both medians.\n"
+    "A cell missing from either file shows '-'; one that is not ok in either\n"
+    "shows OOM, FAIL, ERR or n/a (unsupported) and is left out of the means.\n"
+    "Under each grid or list, the geometric mean of the ratios of the cells ok in\n"
+    "both; at the end, the geometric mean over every such cell. Cells are matched\n"
+    "by op, parameters, shape and variant, so the files may come from different\n"
+    "backends, machines or commits.\n"
     "\n"
     "options:\n"
     "  --variant NAME   fused (default) or unfused; A_NAME:B_NAME pairs different\n"
     "                   variants, e.g. fused:compile against bench/torch_bench.py\n"
-    "  --format F       table (default), csv (one row per matched cell) or json\n"
+    "  --format F       table (default), csv (one row per matched cell:\n"
+    "                   op,params,variant,shape,dim0,dim1,a_status,b_status,\n"
+    "                   a_median_us,b_median_us,ratio; shape as MxNxK, dim0 and\n"
+    "                   dim1 for rank-2 cells only) or json\n"
     "  --out FILE       write there instead of stdout\n"
     "\n"
     "examples:\n"
@@ -42,20 +47,37 @@ typedef struct compare_ctx {
   const char *variant_b; /* B's variant (the same unless --variant A:B) */
 } compare_ctx;
 
-/* Ratio of a grid point; false with *mark when it has none. */
-static bool point_ratio(const compare_ctx *c, int64_t d0, int64_t d1, double *ratio,
-                        const char **mark, const fp_cell **ca, const fp_cell **cb) {
-  *ca = fp_grid_cell(c->a, c->g, d0, d1, c->variant);
-  *cb = fp_grid_cell(c->b, c->g, d0, d1, c->variant_b);
+/* The points of a view: dim0 x dim1 for a grid, its rows for a list. */
+static int view_points(const fp_grid *g) { return g->rank == 2 ? g->n0 * g->n1 : g->n_rows; }
+
+/* Point k of the view: its shape and params, and each file's cell. */
+static void view_point(const compare_ctx *c, int k, fp_shape *shape, const char **params,
+                       const fp_cell **ca, const fp_cell **cb) {
+  const fp_grid *g = c->g;
+  if (g->rank == 2) {
+    *shape = fp_shape_2d(g->dim0[k / g->n1], g->dim1[k % g->n1]);
+    *params = g->params;
+    *ca = fp_grid_cell(c->a, g, shape->d[0], shape->d[1], c->variant);
+    *cb = fp_grid_cell(c->b, g, shape->d[0], shape->d[1], c->variant_b);
+  } else {
+    *shape = g->rows[k].shape;
+    *params = g->rows[k].params;
+    *ca = fp_list_cell(c->a, g, &g->rows[k], c->variant);
+    *cb = fp_list_cell(c->b, g, &g->rows[k], c->variant_b);
+  }
+}
+
+/* Ratio of two cells; false with *mark when they have none. */
+static bool cell_ratio(const fp_cell *ca, const fp_cell *cb, double *ratio, const char **mark) {
   *ratio = NAN;
-  const char *ma = fp_cell_mark(*ca), *mb = fp_cell_mark(*cb);
-  if (ma == NULL && mb == NULL && (*cb)->median_us > 0 && isfinite((*ca)->median_us)) {
-    *ratio = (*ca)->median_us / (*cb)->median_us;
+  const char *ma = fp_cell_mark(ca), *mb = fp_cell_mark(cb);
+  if (ma == NULL && mb == NULL && cb->median_us > 0 && isfinite(ca->median_us)) {
+    *ratio = ca->median_us / cb->median_us;
     return true;
   }
-  static const char *const priority[] = {"-", "ERR", "FAIL", "OOM"};
+  static const char *const priority[] = {"-", "ERR", "FAIL", "OOM", "n/a"};
   *mark = "-";
-  for (int k = 0; k < 4; ++k)
+  for (size_t k = 0; k < sizeof priority / sizeof priority[0]; ++k)
     if ((ma != NULL && strcmp(ma, priority[k]) == 0) ||
         (mb != NULL && strcmp(mb, priority[k]) == 0)) {
       *mark = priority[k];
@@ -65,31 +87,69 @@ static bool point_ratio(const compare_ctx *c, int64_t d0, int64_t d1, double *ra
 }
 
 static void ratio_value(void *user, int64_t d0, int64_t d1, char *buf, size_t len) {
-  const fp_cell *ca, *cb;
+  const compare_ctx *c = user;
   double ratio;
   const char *mark;
-  if (point_ratio(user, d0, d1, &ratio, &mark, &ca, &cb))
+  if (cell_ratio(fp_grid_cell(c->a, c->g, d0, d1, c->variant),
+                 fp_grid_cell(c->b, c->g, d0, d1, c->variant_b), &ratio, &mark))
     snprintf(buf, len, "%.3f", ratio);
   else
     snprintf(buf, len, "%s", mark);
 }
 
-/* Geometric mean of the grid's ratios (NaN when none); *n gets their count. */
+/* Geometric mean of the view's ratios (NaN when none); *n gets their count. */
 static double grid_geomean(compare_ctx *c, int *n, double *log_sum) {
   *n = 0;
   double sum = 0;
-  for (int i = 0; i < c->g->n0; ++i)
-    for (int j = 0; j < c->g->n1; ++j) {
-      const fp_cell *ca, *cb;
-      double ratio;
-      const char *mark;
-      if (point_ratio(c, c->g->dim0[i], c->g->dim1[j], &ratio, &mark, &ca, &cb) && ratio > 0) {
-        sum += log(ratio);
-        (*n)++;
-      }
+  for (int k = 0; k < view_points(c->g); ++k) {
+    fp_shape shape;
+    const char *params, *mark;
+    const fp_cell *ca, *cb;
+    double ratio;
+    view_point(c, k, &shape, &params, &ca, &cb);
+    if (cell_ratio(ca, cb, &ratio, &mark) && ratio > 0) {
+      sum += log(ratio);
+      (*n)++;
     }
+  }
   *log_sum = sum;
   return *n > 0 ? exp(sum / *n) : NAN;
+}
+
+/* A list's table: shape, params, both medians, the ratio. */
+static void print_list(FILE *out, compare_ctx *c) {
+  const fp_grid *g = c->g;
+  enum { COLS = 5, W = 300 };
+  char(*text)[W] = calloc((size_t)(g->n_rows > 0 ? g->n_rows : 1) * COLS, sizeof *text);
+  const char **ptrs = calloc((size_t)(g->n_rows > 0 ? g->n_rows : 1) * COLS, sizeof *ptrs);
+  if (text == NULL || ptrs == NULL) {
+    fprintf(out, "(no memory for the table)\n");
+    free(text);
+    free(ptrs);
+    return;
+  }
+  for (int k = 0; k < g->n_rows; ++k) {
+    fp_shape shape;
+    const char *params, *mark;
+    const fp_cell *ca, *cb;
+    double ratio;
+    view_point(c, k, &shape, &params, &ca, &cb);
+    char(*row)[W] = text + (size_t)k * COLS;
+    fp_shape_format(&shape, row[0], W);
+    snprintf(row[1], W, "%s", params[0] ? params : "-");
+    fp_fmt_cell_time(ca, row[2], W);
+    fp_fmt_cell_time(cb, row[3], W);
+    if (cell_ratio(ca, cb, &ratio, &mark))
+      snprintf(row[4], W, "%.3f", ratio);
+    else
+      snprintf(row[4], W, "%s", mark);
+    for (int j = 0; j < COLS; ++j)
+      ptrs[k * COLS + j] = row[j];
+  }
+  const char *header[COLS] = {"shape", "params", "A us", "B us", "A/B"};
+  fp_text_table_print(out, header, COLS, ptrs, g->n_rows, 2);
+  free(text);
+  free(ptrs);
 }
 
 static void describe_file(FILE *f, const char *label, const char *path, const fp_results *r) {
@@ -157,7 +217,8 @@ static int compare_files(const char *pa, const char *pb, const char *variant, co
     else
       fprintf(out, "ratio = A's %s median / B's %s median (>1: B is faster)\n", variant, variant_b);
   } else if (format == CMP_CSV) {
-    fprintf(out, "op,params,variant,dim0,dim1,a_status,b_status,a_median_us,b_median_us,ratio\n");
+    fprintf(out, "op,params,variant,shape,dim0,dim1,a_status,b_status,a_median_us,b_median_us,"
+                 "ratio\n");
   } else {
     root = cJSON_CreateObject();
     if (root == NULL)
@@ -175,10 +236,15 @@ static int compare_files(const char *pa, const char *pb, const char *variant, co
     double log_sum = 0;
     double gm = grid_geomean(&c, &n, &log_sum);
     if (format == CMP_TABLE) {
-      char title[512];
-      snprintf(title, sizeof title, "\n== %s%s%s%s ==", g->op, g->params[0] ? " (" : "", g->params,
-               g->params[0] ? ")" : "");
-      fp_grid_print(out, g, title, ratio_value, &c);
+      char title[512], heading[600];
+      fp_view_title(g, title, sizeof title);
+      snprintf(heading, sizeof heading, "\n== %s ==", title);
+      if (g->rank == 2) {
+        fp_grid_print(out, g, heading, ratio_value, &c);
+      } else {
+        fprintf(out, "%s\n", heading);
+        print_list(out, &c);
+      }
       if (n > 0)
         fprintf(out, "geometric mean A/B: %.3f over %d cells (%s)\n", gm, n,
                 gm > 1   ? "B faster"
@@ -194,43 +260,51 @@ static int compare_files(const char *pa, const char *pb, const char *variant, co
       cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(root, "ops"), op_json);
       cJSON_AddStringToObject(op_json, "op", g->op);
       cJSON_AddStringToObject(op_json, "params", g->params);
+      cJSON_AddNumberToObject(op_json, "rank", g->rank);
       cJSON_AddNumberToObject(op_json, "geomean", gm);
       cJSON_AddNumberToObject(op_json, "cells", n);
       grid_json = cJSON_AddArrayToObject(op_json, "grid");
     }
-    for (int i = 0; i < g->n0; ++i)
-      for (int j = 0; j < g->n1; ++j) {
-        const fp_cell *ca, *cb;
-        double ratio;
-        const char *mark;
-        point_ratio(&c, g->dim0[i], g->dim1[j], &ratio, &mark, &ca, &cb);
-        if (ca == NULL && cb == NULL)
-          continue;
-        const char *sa = ca != NULL ? fp_cell_status_name(ca->status) : "missing";
-        const char *sb = cb != NULL ? fp_cell_status_name(cb->status) : "missing";
-        double ma = ca != NULL ? ca->median_us : NAN, mb = cb != NULL ? cb->median_us : NAN;
-        if (format == CMP_CSV) {
-          char ra[32] = "", rb[32] = "", rr[32] = "";
-          if (isfinite(ma))
-            snprintf(ra, sizeof ra, "%.3f", ma);
-          if (isfinite(mb))
-            snprintf(rb, sizeof rb, "%.3f", mb);
-          if (isfinite(ratio))
-            snprintf(rr, sizeof rr, "%.6g", ratio);
-          fprintf(out, "%s,%s,%s,%lld,%lld,%s,%s,%s,%s,%s\n", g->op, g->params, variant,
-                  (long long)g->dim0[i], (long long)g->dim1[j], sa, sb, ra, rb, rr);
-        } else {
-          cJSON *cell = cJSON_CreateObject();
-          double dims[2] = {(double)g->dim0[i], (double)g->dim1[j]};
-          cJSON_AddItemToObject(cell, "shape", cJSON_CreateDoubleArray(dims, 2));
-          cJSON_AddStringToObject(cell, "a_status", sa);
-          cJSON_AddStringToObject(cell, "b_status", sb);
-          cJSON_AddNumberToObject(cell, "a_median_us", ma);
-          cJSON_AddNumberToObject(cell, "b_median_us", mb);
-          cJSON_AddNumberToObject(cell, "ratio", ratio);
-          cJSON_AddItemToArray(grid_json, cell);
+    for (int p = 0; p < view_points(g); ++p) {
+      fp_shape shape;
+      const char *params, *mark;
+      const fp_cell *ca, *cb;
+      double ratio;
+      view_point(&c, p, &shape, &params, &ca, &cb);
+      cell_ratio(ca, cb, &ratio, &mark);
+      if (ca == NULL && cb == NULL)
+        continue;
+      const char *sa = ca != NULL ? fp_cell_status_name(ca->status) : "missing";
+      const char *sb = cb != NULL ? fp_cell_status_name(cb->status) : "missing";
+      double ma = ca != NULL ? ca->median_us : NAN, mb = cb != NULL ? cb->median_us : NAN;
+      if (format == CMP_CSV) {
+        char ra[32] = "", rb[32] = "", rr[32] = "", text[128], d0[24] = "", d1[24] = "";
+        if (isfinite(ma))
+          snprintf(ra, sizeof ra, "%.3f", ma);
+        if (isfinite(mb))
+          snprintf(rb, sizeof rb, "%.3f", mb);
+        if (isfinite(ratio))
+          snprintf(rr, sizeof rr, "%.6g", ratio);
+        fp_shape_format(&shape, text, sizeof text);
+        if (shape.n == 2) {
+          snprintf(d0, sizeof d0, "%lld", (long long)shape.d[0]);
+          snprintf(d1, sizeof d1, "%lld", (long long)shape.d[1]);
         }
+        /* params hold spaces and '=', never a comma or a quote */
+        fprintf(out, "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", g->op, params, variant, text, d0, d1, sa,
+                sb, ra, rb, rr);
+      } else {
+        cJSON *cell = cJSON_CreateObject();
+        cJSON_AddItemToObject(cell, "shape", fp_shape_to_json(&shape));
+        cJSON_AddStringToObject(cell, "params", params);
+        cJSON_AddStringToObject(cell, "a_status", sa);
+        cJSON_AddStringToObject(cell, "b_status", sb);
+        cJSON_AddNumberToObject(cell, "a_median_us", ma);
+        cJSON_AddNumberToObject(cell, "b_median_us", mb);
+        cJSON_AddNumberToObject(cell, "ratio", ratio);
+        cJSON_AddItemToArray(grid_json, cell);
       }
+    }
   }
   double total = exp(total_log / total_n);
   if (format == CMP_TABLE) {

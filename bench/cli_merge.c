@@ -20,9 +20,10 @@ static const char merge_usage[] =
     "complete (finish an interrupted shard with fuseport bench --resume first).\n"
     "\n"
     "The merged meta is shard 0's, with these differences from an unsharded run:\n"
-    "date, host (the distinct hosts of the shards, comma-separated) and copy_gbps\n"
-    "are shard 0's own; \"merged_shards\" says how many files were joined. Each\n"
-    "cell keeps the bw_frac its own shard computed.\n"
+    "date, host (the distinct hosts of the shards, comma-separated), copy_gbps and\n"
+    "peak_tflops are shard 0's own; \"merged_shards\" says how many files were\n"
+    "joined. Each cell keeps the bw_frac and roof_frac its own shard computed.\n"
+    "Shapes of any rank (a sweep of row ops and GEMMs) merge alike.\n"
     "\n"
     "examples:\n"
     "  for i in 0 1 2 3; do fuseport bench --backend cuda --device $i --shapes seed \\\n"
@@ -173,16 +174,17 @@ static int merge_files(const char *out, char **paths, int n) {
     for (int c = 0; c < files[k].n_cells; ++c) {
       const fp_cell *cell = &files[k].cells[c];
       int64_t rank = fp_bench_cell_rank(&whole, &plan, cell);
+      char shape[128];
+      fp_shape_format(&cell->shape, shape, sizeof shape);
       if (rank < 0 || !fp_bench_in_shard(&specs[k], &plan.groups[rank / FP_MAX_VARIANTS])) {
-        fprintf(stderr,
-                "fuseport merge: %s holds cell %s %s %lldx%lld, which is not in its shard\n",
-                paths[k], cell->op, cell->variant, (long long)cell->dim0, (long long)cell->dim1);
+        fprintf(stderr, "fuseport merge: %s holds cell %s %s %s%s%s, which is not in its shard\n",
+                paths[k], cell->op, cell->variant, shape, cell->params[0] ? " " : "", cell->params);
         goto done;
       }
       int dup = fp_results_find(&merged, cell);
       if (dup >= 0) {
-        fprintf(stderr, "fuseport merge: cell %s %s %lldx%lld is in more than one file\n", cell->op,
-                cell->variant, (long long)cell->dim0, (long long)cell->dim1);
+        fprintf(stderr, "fuseport merge: cell %s %s %s%s%s is in more than one file\n", cell->op,
+                cell->variant, shape, cell->params[0] ? " " : "", cell->params);
         goto done;
       }
       if (fp_results_add(&merged, cell) != FP_OK) {

@@ -13,13 +13,18 @@ static const char report_usage[] =
     "usage: fuseport report RESULTS.json (--html OUT.html | --svg DIR) [--title TEXT]\n"
     "                       [--variants BASE:CANDIDATE]\n"
     "\n"
-    "Draws, for each op (and parameter set) of a bench result file, the heatmap of\n"
-    "its relative performance -- unfused median / fused median, in % -- on a\n"
-    "diverging scale centred at 100% (log scale, 25%..400%: red where fusion\n"
-    "loses, blue where it wins), with the value in each cell; OOM cells grey,\n"
-    "FAIL/ERR cells dark; then the fused variant's bandwidth as a fraction of the\n"
-    "device's copy bandwidth (white..green, 0..100%). Hovering a cell shows both\n"
-    "times. With one variant only, its time grid is drawn instead.\n"
+    "Draws, for each rank-2 op (and parameter set) of a bench result file, the\n"
+    "heatmap of its relative performance -- unfused median / fused median, in %\n"
+    "-- on a diverging scale centred at 100% (log scale, 25%..400%: red where\n"
+    "fusion loses, blue where it wins), with the value in each cell; OOM cells\n"
+    "grey, FAIL/ERR cells dark, n/a (unsupported) and missing ones light; then\n"
+    "the fused variant's bandwidth as a fraction of the device's copy bandwidth\n"
+    "(white..green, 0..100%; the roofline fraction for a compute-bound op).\n"
+    "Hovering a cell shows both times. With one variant only, its time grid is\n"
+    "drawn instead. Ops of rank 3 and more (a GEMM's MxNxK) get one table each,\n"
+    "a row per (shape, params): every variant's median, the other variants'\n"
+    "medians over fused on the same diverging scale, fused's TFLOP/s and its\n"
+    "roofline fraction (white..green).\n"
     "\n"
     "options:\n"
     "  --html FILE    one HTML file with the run's meta data and every heatmap;\n"
@@ -91,7 +96,7 @@ static void xml_escaped(FILE *f, const char *s) {
 
 enum { CELL_W = 66, CELL_H = 26, LEFT = 70, PANEL_TOP = 44, TITLE_H = 30 };
 
-typedef enum { PANEL_RELPERF, PANEL_BW, PANEL_TIME } panel_kind;
+typedef enum { PANEL_RELPERF, PANEL_BW, PANEL_TIME, PANEL_ROOF } panel_kind;
 
 static int panel_height(const fp_grid *g) { return PANEL_TOP + g->n0 * CELL_H + 56; }
 static int svg_width(const fp_grid *g) {
@@ -127,6 +132,7 @@ static void svg_panel(FILE *f, const fp_results *r, const fp_grid *g, panel_kind
            base_variant, cand_variant, cand_variant);
   const char *title = kind == PANEL_RELPERF ? relperf
                       : kind == PANEL_BW    ? "bandwidth, % of the device copy"
+                      : kind == PANEL_ROOF  ? "roofline fraction"
                                             : "median time (us)";
   fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"h\">", 4, y0 + 16);
   if (kind != PANEL_RELPERF) {
@@ -178,6 +184,9 @@ static void svg_panel(FILE *f, const fp_results *r, const fp_grid *g, panel_kind
         if (mark == NULL && kind == PANEL_BW && isfinite(c->bw_frac)) {
           colour = fraction_colour(c->bw_frac, &t);
           snprintf(text, sizeof text, "%.0f%%", 100 * c->bw_frac);
+        } else if (mark == NULL && kind == PANEL_ROOF && isfinite(c->roof_frac)) {
+          colour = fraction_colour(c->roof_frac, &t);
+          snprintf(text, sizeof text, "%.0f%%", 100 * c->roof_frac);
         } else if (mark == NULL && kind == PANEL_TIME && isfinite(c->median_us)) {
           snprintf(text, sizeof text, "%.4g", c->median_us);
         } else if (mark == NULL) {
@@ -210,7 +219,7 @@ static void svg_panel(FILE *f, const fp_results *r, const fp_grid *g, panel_kind
               "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"ax\">%.0f%%</text>\n",
               LEFT + k * 40, ly, fill, LEFT + k * 40 + 20, ly + 26, ticks[k]);
     }
-  } else if (kind == PANEL_BW) {
+  } else if (kind == PANEL_BW || kind == PANEL_ROOF) {
     for (int k = 0; k <= 4; ++k) {
       double t;
       char fill[32];
@@ -236,7 +245,7 @@ static void svg_grid(FILE *f, const fp_results *r, const fp_grid *g) {
   const char *shown = has_variant(r, cand_variant) ? cand_variant : r->cells[0].variant;
   bool bw = isfinite(r->meta.copy_gbps) && r->meta.copy_gbps > 0;
   panel_kind first = both ? PANEL_RELPERF : PANEL_TIME;
-  panel_kind second = bw ? PANEL_BW : PANEL_TIME;
+  panel_kind second = fp_op_name_compute_bound(g->op) ? PANEL_ROOF : bw ? PANEL_BW : PANEL_TIME;
   int h = TITLE_H + panel_height(g) + (first != second ? panel_height(g) : 0);
   fprintf(f,
           "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
@@ -263,6 +272,243 @@ static void svg_grid(FILE *f, const fp_results *r, const fp_grid *g) {
   fprintf(f, "</svg>\n");
 }
 
+/* ---- lists: ops of rank 3 and more ------------------------------------------------------- */
+
+/* One cell of a list table: its text, its background and a tooltip. */
+typedef struct lcell {
+  char text[256];
+  char fill[32];
+  const char *ink;
+  char tip[512];
+} lcell;
+
+enum { LIST_MAX_COLS = 2 + 2 * FP_RESULTS_MAX_VARIANTS + 2 };
+
+typedef struct list_table {
+  int rows, cols;
+  char header[LIST_MAX_COLS][64];
+  lcell *cells; /* rows x cols */
+} list_table;
+
+static void lcell_plain(lcell *c, const char *text) {
+  snprintf(c->text, sizeof c->text, "%s", text);
+  snprintf(c->fill, sizeof c->fill, "#ffffff");
+  c->ink = "#202020";
+}
+
+/* A mark's colours, as the grids draw them. */
+static void lcell_mark(lcell *c, const char *mark) {
+  const bool dark = strcmp(mark, "FAIL") == 0 || strcmp(mark, "ERR") == 0;
+  snprintf(c->text, sizeof c->text, "%s", mark);
+  snprintf(c->fill, sizeof c->fill, "%s",
+           strcmp(mark, "OOM") == 0 ? "#bdbdbd"
+           : dark                   ? "#525252"
+                                    : "#f0f0f0");
+  c->ink = dark ? "#ffffff" : "#404040";
+}
+
+static void lcell_colour(lcell *c, rgb colour, double t) {
+  fmt_rgb(colour, c->fill, sizeof c->fill);
+  c->ink = fabs(t) > 0.55 ? "#ffffff" : "#202020";
+}
+
+/* The tooltip of a row: every variant's time or status. */
+static void row_tip(const fp_results *r, const fp_grid *g, const fp_grid_row *row,
+                    const char *const *names, int nv, char *tip, size_t len) {
+  char shape[128];
+  fp_shape_format(&row->shape, shape, sizeof shape);
+  snprintf(tip, len, "%s %s%s%s", g->op, shape, row->params[0] ? " " : "", row->params);
+  for (int v = 0; v < nv; ++v) {
+    const fp_cell *c = fp_list_cell(r, g, row, names[v]);
+    size_t used = strlen(tip);
+    if (c == NULL)
+      snprintf(tip + used, len - used, "\n%s: missing", names[v]);
+    else if (c->status == FP_CELL_OK || (c->status == FP_CELL_FAIL && isfinite(c->median_us)))
+      snprintf(tip + used, len - used, "\n%s: %.3f us (%s)", names[v], c->median_us,
+               fp_cell_status_name(c->status));
+    else
+      snprintf(tip + used, len - used, "\n%s: %s %.160s", names[v], fp_cell_status_name(c->status),
+               c->message);
+  }
+}
+
+/* The list of g: shape, params, each variant's median, the others over the
+ * candidate (coloured as relative performance), the candidate's TFLOP/s
+ * (bandwidth fraction for a memory-bound op) and roofline fraction. */
+static bool list_build(const fp_results *r, const fp_grid *g, list_table *t) {
+  const char *names[FP_RESULTS_MAX_VARIANTS];
+  const int nv = fp_grid_variants(r, g, names, FP_RESULTS_MAX_VARIANTS);
+  const char *cand = names[0];
+  for (int v = 0; v < nv; ++v)
+    if (strcmp(names[v], cand_variant) == 0)
+      cand = names[v];
+  const bool compute = fp_op_name_compute_bound(g->op);
+  memset(t, 0, sizeof *t);
+  snprintf(t->header[t->cols++], 64, "shape");
+  snprintf(t->header[t->cols++], 64, "params");
+  for (int v = 0; v < nv; ++v)
+    snprintf(t->header[t->cols++], 64, "%s (us)", names[v]);
+  for (int v = 0; v < nv; ++v)
+    if (names[v] != cand)
+      snprintf(t->header[t->cols++], 64, "%s / %s", names[v], cand);
+  snprintf(t->header[t->cols++], 64, compute ? "%s TFLOP/s" : "%s bandwidth", cand);
+  snprintf(t->header[t->cols++], 64, "%s roofline", cand);
+  t->rows = g->n_rows;
+  t->cells = calloc((size_t)(t->rows > 0 ? t->rows : 1) * (size_t)t->cols, sizeof *t->cells);
+  if (t->cells == NULL)
+    return false;
+  for (int row = 0; row < t->rows; ++row) {
+    const fp_grid_row *gr = &g->rows[row];
+    lcell *cells = t->cells + (size_t)row * (size_t)t->cols;
+    char tip[512], text[256];
+    row_tip(r, g, gr, names, nv, tip, sizeof tip);
+    for (int k = 0; k < t->cols; ++k)
+      snprintf(cells[k].tip, sizeof cells[k].tip, "%s", tip);
+    int c = 0;
+    fp_shape_format(&gr->shape, text, sizeof text);
+    lcell_plain(&cells[c++], text);
+    lcell_plain(&cells[c++], gr->params[0] ? gr->params : "-");
+    const fp_cell *h = fp_list_cell(r, g, gr, cand);
+    for (int v = 0; v < nv; ++v) {
+      const fp_cell *x = fp_list_cell(r, g, gr, names[v]);
+      const char *mark = fp_cell_mark(x);
+      fp_fmt_cell_time(x, text, sizeof text);
+      if (mark != NULL && !(x != NULL && x->status == FP_CELL_FAIL && isfinite(x->median_us)))
+        lcell_mark(&cells[c++], mark);
+      else
+        lcell_plain(&cells[c++], text);
+    }
+    for (int v = 0; v < nv; ++v) {
+      if (names[v] == cand)
+        continue;
+      const double ratio = fp_fmt_ratio(fp_list_cell(r, g, gr, names[v]), h, text, sizeof text);
+      if (isnan(ratio)) {
+        lcell_mark(&cells[c++], text);
+      } else {
+        double tt = 0;
+        lcell_plain(&cells[c], text);
+        lcell_colour(&cells[c++], relperf_colour(100.0 * ratio, &tt), tt);
+      }
+    }
+    const char *mark = fp_cell_mark(h);
+    const double head = h == NULL ? NAN : compute ? h->gflops / 1e3 : h->bw_frac;
+    for (int k = 0; k < 2; ++k) {
+      const double v = k == 0 ? head : h != NULL ? h->roof_frac : NAN;
+      double tt = 0;
+      if (mark != NULL) {
+        lcell_mark(&cells[c++], mark);
+      } else if (!isfinite(v)) {
+        lcell_mark(&cells[c++], "-");
+      } else if (k == 0 && compute) {
+        snprintf(text, sizeof text, "%.3g", v);
+        lcell_plain(&cells[c++], text);
+      } else {
+        snprintf(text, sizeof text, "%.0f%%", 100.0 * v);
+        lcell_plain(&cells[c], text);
+        lcell_colour(&cells[c++], fraction_colour(v, &tt), tt);
+      }
+    }
+  }
+  return true;
+}
+
+static void html_list(FILE *f, const fp_results *r, const fp_grid *g) {
+  list_table t;
+  char title[512];
+  fp_view_title(g, title, sizeof title);
+  fputs("<h2>", f);
+  xml_escaped(f, title);
+  fputs("</h2>\n", f);
+  if (!list_build(r, g, &t)) {
+    fputs("<p>(no memory for the table)</p>\n", f);
+    free(t.cells);
+    return;
+  }
+  fputs("<table class=\"list\">\n<tr>", f);
+  for (int k = 0; k < t.cols; ++k) {
+    fputs("<th>", f);
+    xml_escaped(f, t.header[k]);
+    fputs("</th>", f);
+  }
+  fputs("</tr>\n", f);
+  for (int row = 0; row < t.rows; ++row) {
+    fputs("<tr>", f);
+    for (int k = 0; k < t.cols; ++k) {
+      const lcell *c = &t.cells[(size_t)row * (size_t)t.cols + (size_t)k];
+      fprintf(f, "<td%s style=\"background:%s;color:%s\" title=\"", k < 2 ? " class=\"l\"" : "",
+              c->fill, c->ink);
+      xml_escaped(f, c->tip);
+      fputs("\">", f);
+      xml_escaped(f, c->text);
+      fputs("</td>", f);
+    }
+    fputs("</tr>\n", f);
+  }
+  fputs("</table>\n", f);
+  free(t.cells);
+}
+
+/* The same table as an SVG (report --svg). */
+static void svg_list(FILE *f, const fp_results *r, const fp_grid *g) {
+  list_table t;
+  if (!list_build(r, g, &t)) {
+    free(t.cells);
+    t.cells = NULL;
+    t.rows = 0;
+  }
+  int width[LIST_MAX_COLS], x = 4;
+  for (int k = 0; k < t.cols; ++k) {
+    size_t n = strlen(t.header[k]);
+    for (int row = 0; row < t.rows; ++row) {
+      size_t m = strlen(t.cells[(size_t)row * (size_t)t.cols + (size_t)k].text);
+      n = m > n ? m : n;
+    }
+    width[k] = 7 * (int)n + 14;
+    x += width[k];
+  }
+  const int w = x + 4 < 460 ? 460 : x + 4, h = TITLE_H + 24 + (t.rows + 1) * CELL_H + 8;
+  fprintf(f,
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+          "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
+          "<style>.t{font-size:16px;font-weight:bold}.h{font-size:12px;font-weight:bold}"
+          "</style>\n<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n",
+          w, h, w, h);
+  char title[512];
+  fp_view_title(g, title, sizeof title);
+  fprintf(f, "<text x=\"4\" y=\"20\" class=\"t\">");
+  xml_escaped(f, title);
+  fprintf(f, " &#8212; ");
+  xml_escaped(f, r->meta.backend);
+  fputs(", ", f);
+  xml_escaped(f, r->meta.device);
+  fprintf(f, "</text>\n");
+  int y = TITLE_H + 24;
+  x = 4;
+  for (int k = 0; k < t.cols; ++k) {
+    fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"h\">", x + 4, y - 6);
+    xml_escaped(f, t.header[k]);
+    fputs("</text>\n", f);
+    x += width[k];
+  }
+  for (int row = 0; row < t.rows; ++row, y += CELL_H) {
+    x = 4;
+    for (int k = 0; k < t.cols; ++k) {
+      const lcell *c = &t.cells[(size_t)row * (size_t)t.cols + (size_t)k];
+      fprintf(f, "<g><title>");
+      xml_escaped(f, c->tip);
+      fprintf(f,
+              "</title><rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" "
+              "stroke=\"#dddddd\"/><text x=\"%d\" y=\"%d\" fill=\"%s\">",
+              x, y, width[k], CELL_H, c->fill, x + 6, y + CELL_H / 2 + 4, c->ink);
+      xml_escaped(f, c->text);
+      fputs("</text></g>\n", f);
+      x += width[k];
+    }
+  }
+  fprintf(f, "</svg>\n");
+  free(t.cells);
+}
+
 /* ---- outputs ------------------------------------------------------------------------------ */
 
 static int write_html(const fp_results *r, const fp_grid_set *set, const char *path,
@@ -282,7 +528,12 @@ static int write_html(const fp_results *r, const fp_grid_set *set, const char *p
   fputs("</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
         "table.meta{border-collapse:collapse;font-size:13px}"
         "table.meta td{padding:2px 12px 2px 0;vertical-align:top}"
-        "section{margin:28px 0}svg{max-width:100%;height:auto}</style>\n</head><body>\n<h1>",
+        "section{margin:28px 0}svg{max-width:100%;height:auto}"
+        "h2{font-size:16px}table.list{border-collapse:collapse;font-size:12px}"
+        "table.list th{text-align:right;padding:3px 8px;border-bottom:1px solid #999}"
+        "table.list td{text-align:right;padding:3px 8px;border:1px solid #fff}"
+        "table.list td.l,table.list th:nth-child(-n+2){text-align:left}</style>\n"
+        "</head><body>\n<h1>",
         f);
   xml_escaped(f, heading);
   fputs("</h1>\n<table class=\"meta\">\n", f);
@@ -307,21 +558,40 @@ static int write_html(const fp_results *r, const fp_grid_set *set, const char *p
   else
     fputs("not measured", f);
   fputs("</td></tr>\n", f);
+  for (int k = 0; k < r->meta.n_peaks; ++k) {
+    const fp_peak *p = &r->meta.peaks[k];
+    fprintf(f, "<tr><td>peak %s</td><td>", p->dtype);
+    if (isfinite(p->tflops))
+      fprintf(f, "%.4g TFLOP/s (", p->tflops);
+    else
+      fputs("unknown (", f);
+    xml_escaped(f, p->source);
+    fputs(")</td></tr>\n", f);
+  }
   int count[FP_CELL_STATUS_COUNT] = {0};
   for (int k = 0; k < r->n_cells; ++k)
     if ((unsigned)r->cells[k].status < FP_CELL_STATUS_COUNT)
       count[r->cells[k].status]++;
-  fprintf(f, "<tr><td>cells</td><td>%d: %d ok, %d fail, %d oom, %d error</td></tr>\n</table>\n",
+  fprintf(f,
+          "<tr><td>cells</td><td>%d: %d ok, %d fail, %d oom, %d error, %d n/a</td></tr>\n"
+          "</table>\n",
           r->n_cells, count[FP_CELL_OK], count[FP_CELL_FAIL], count[FP_CELL_OOM],
-          count[FP_CELL_ERROR]);
+          count[FP_CELL_ERROR], count[FP_CELL_UNSUPPORTED]);
   fprintf(f,
           "<p>Relative performance is the %s median time over the %s one: above 100%% "
           "(blue) the %s variant is faster, below (red) slower; the scale is logarithmic "
-          "and saturates at 25%% and 400%%. Hover a cell for both times.</p>\n",
-          base_variant, cand_variant, cand_variant);
+          "and saturates at 25%% and 400%%. Hover a cell for both times. The tables of "
+          "ops of rank 3 and more give each variant's median over the %s one on the same "
+          "scale (there above 1, %s is faster), and the roofline fraction: max(bytes / copy "
+          "bandwidth, FLOPs / the peak of the cell's type) / median. n/a: a variant the "
+          "backend cannot run.</p>\n",
+          base_variant, cand_variant, cand_variant, cand_variant, cand_variant);
   for (int k = 0; k < set->n; ++k) {
     fputs("<section>\n", f);
-    svg_grid(f, r, &set->grids[k]);
+    if (set->grids[k].rank == 2)
+      svg_grid(f, r, &set->grids[k]);
+    else
+      html_list(f, r, &set->grids[k]);
     fputs("</section>\n", f);
   }
   fputs("</body></html>\n", f);
@@ -354,7 +624,10 @@ static int write_svgs(const fp_results *r, const fp_grid_set *set, const char *d
       return FP_EXIT_FAIL;
     }
     fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", f);
-    svg_grid(f, r, g);
+    if (g->rank == 2)
+      svg_grid(f, r, g);
+    else
+      svg_list(f, r, g);
     if (ferror(f) != 0 || fclose(f) != 0) {
       fprintf(stderr, "fuseport report: cannot write %s\n", path);
       return FP_EXIT_FAIL;

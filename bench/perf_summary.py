@@ -12,7 +12,10 @@ bandwidth on cells moving >= 64 MiB (min, median), its geometric-mean speed-up
 over torch.compile and eager (whole grid, and cells >= 64 MiB where launch and
 host overheads no longer count), the worst cell against torch.compile, the
 OpenCL/CUDA speed ratio on cells >= 64 MiB, and the unfused/fused ratio.
-Only cells that are ok in both files enter a ratio. Standard library only.
+Only cells that are ok in both files enter a ratio. Only the rank-2 cells (the
+row ops' dim0 x dim1) are summarised: the GEMMs' M x N x K cells of the same
+files are compute-bound, and their roofline is another table. Standard
+library only.
 
 Last, every cell below 0.97 of torch.compile with both sides' medians and
 minima, and the cells of each file whose median is over 1.5x their own
@@ -36,6 +39,8 @@ def load(path):
     opener = lzma.open if path.endswith(".xz") else open
     with opener(path, "rt") as f:
         doc = json.load(f)
+    # the row ops' dim0 x dim1 cells (a GEMM's shape is M x N x K)
+    doc["cells"] = [c for c in doc["cells"] if len(c["shape"]) == 2]
     return doc, {(c["op"], c["variant"], tuple(c["shape"])): c for c in doc["cells"]}
 
 

@@ -13,7 +13,8 @@
 
 #include "results.h"
 
-static const char *const status_names[FP_CELL_STATUS_COUNT] = {"ok", "fail", "oom", "error"};
+static const char *const status_names[FP_CELL_STATUS_COUNT] = {"ok", "fail", "oom", "error",
+                                                               "unsupported"};
 
 const char *fp_cell_status_name(fp_cell_status s) {
   return (unsigned)s < FP_CELL_STATUS_COUNT ? status_names[s] : "unknown";
@@ -48,18 +49,61 @@ bool fp_shape_equal(const fp_shape *a, const fp_shape *b) {
   return true;
 }
 
+fp_shape fp_shape_2d(int64_t dim0, int64_t dim1) {
+  fp_shape s;
+  memset(&s, 0, sizeof s);
+  s.n = 2;
+  s.d[0] = dim0;
+  s.d[1] = dim1;
+  return s;
+}
+
+int fp_shape_compare(const fp_shape *a, const fp_shape *b) {
+  if (a->n != b->n)
+    return a->n < b->n ? -1 : 1;
+  for (int k = 0; k < a->n; ++k)
+    if (a->d[k] != b->d[k])
+      return a->d[k] < b->d[k] ? -1 : 1;
+  return 0;
+}
+
+cJSON *fp_shape_to_json(const fp_shape *s) {
+  double d[FP_SHAPE_MAX_DIMS];
+  int n = s->n < 0 ? 0 : s->n > FP_SHAPE_MAX_DIMS ? FP_SHAPE_MAX_DIMS : s->n;
+  for (int k = 0; k < n; ++k)
+    d[k] = (double)s->d[k];
+  return cJSON_CreateDoubleArray(d, n);
+}
+
+bool fp_shape_from_json(const cJSON *a, fp_shape *s) {
+  memset(s, 0, sizeof *s);
+  int n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0;
+  if (n < 2 || n > FP_SHAPE_MAX_DIMS)
+    return false;
+  for (int k = 0; k < n; ++k) {
+    const cJSON *d = cJSON_GetArrayItem(a, k);
+    /* integers >= 1 that a double holds exactly */
+    if (!cJSON_IsNumber(d) || d->valuedouble != floor(d->valuedouble) || d->valuedouble < 1 ||
+        d->valuedouble > 9007199254740992.0)
+      return false;
+    s->d[k] = (int64_t)d->valuedouble;
+  }
+  s->n = n;
+  return true;
+}
+
 void fp_cell_init(fp_cell *c) {
   memset(c, 0, sizeof *c);
   c->status = FP_CELL_ERROR;
   c->median_us = c->min_us = c->max_us = NAN;
-  c->reps = c->kernels = c->bytes = c->gbps = c->bw_frac = NAN;
+  c->reps = c->kernels = c->library_calls = c->bytes = c->gbps = c->bw_frac = c->roof_frac = NAN;
   c->flops = c->gflops = c->footprint_bytes = c->peak_bytes = c->compile_ms = NAN;
   c->max_abs_err = c->max_rel_err = c->rel_l2_err = NAN;
   c->ok = false;
 }
 
 bool fp_cell_same_key(const fp_cell *a, const fp_cell *b) {
-  return a->dim0 == b->dim0 && a->dim1 == b->dim1 && strcmp(a->op, b->op) == 0 &&
+  return fp_shape_equal(&a->shape, &b->shape) && strcmp(a->op, b->op) == 0 &&
          strcmp(a->variant, b->variant) == 0 && strcmp(a->params, b->params) == 0;
 }
 
@@ -68,6 +112,33 @@ bool fp_cell_same_key(const fp_cell *a, const fp_cell *b) {
 void fp_results_init(fp_results *r) {
   memset(r, 0, sizeof *r);
   r->meta.copy_gbps = NAN;
+}
+
+double fp_results_peak(const fp_results_meta *m, const char *dtype) {
+  for (int k = 0; k < m->n_peaks; ++k)
+    if (strcmp(m->peaks[k].dtype, dtype) == 0)
+      return m->peaks[k].tflops;
+  return NAN;
+}
+
+fp_status fp_results_set_peak(fp_results_meta *m, const char *dtype, double tflops,
+                              const char *source) {
+  int k = 0;
+  while (k < m->n_peaks && strcmp(m->peaks[k].dtype, dtype) != 0)
+    ++k;
+  if (k == FP_RESULTS_MAX_PEAKS)
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "results: more than %d peak_tflops entries",
+                    FP_RESULTS_MAX_PEAKS);
+  if (strlen(dtype) >= sizeof m->peaks[k].dtype)
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "results: '%s' is not an element type", dtype);
+  fp_peak *p = &m->peaks[k];
+  snprintf(p->dtype, sizeof p->dtype, "%s", dtype);
+  p->tflops = tflops;
+  snprintf(p->source, sizeof p->source, "%s", source != NULL ? source : "");
+  if (k == m->n_peaks)
+    m->n_peaks++;
+  m->has_peaks = true;
+  return FP_OK;
 }
 
 void fp_results_free(fp_results *r) {
@@ -188,7 +259,7 @@ static bool is_known_meta_key(const char *key) {
     if (strcmp(key, meta_strings[k]) == 0)
       return true;
   return strcmp(key, "options") == 0 || strcmp(key, "copy_gbps") == 0 ||
-         strcmp(key, "running") == 0;
+         strcmp(key, "running") == 0 || strcmp(key, "peak_tflops") == 0;
 }
 
 /* cJSON prints NaN and infinities as null, which is what a missing number is. */
@@ -210,10 +281,18 @@ static cJSON *meta_to_json(fp_results_meta *m) {
       cJSON_Delete(opts);
   }
   ok = ok && add_number(o, "copy_gbps", m->copy_gbps);
+  if (ok && m->has_peaks) {
+    cJSON *peaks = cJSON_AddObjectToObject(o, "peak_tflops");
+    ok = peaks != NULL;
+    for (int k = 0; ok && k < m->n_peaks; ++k) {
+      cJSON *p = cJSON_AddObjectToObject(peaks, m->peaks[k].dtype);
+      ok = p != NULL && add_number(p, "tflops", m->peaks[k].tflops) &&
+           cJSON_AddStringToObject(p, "source", m->peaks[k].source) != NULL;
+    }
+  }
   if (ok && m->running) {
     cJSON *run = cJSON_AddObjectToObject(o, "running");
-    double dims[2] = {(double)m->running_key.dim0, (double)m->running_key.dim1};
-    cJSON *shape = cJSON_CreateDoubleArray(dims, 2);
+    cJSON *shape = fp_shape_to_json(&m->running_key.shape);
     ok = run != NULL && shape != NULL &&
          cJSON_AddStringToObject(run, "op", m->running_key.op) != NULL &&
          cJSON_AddStringToObject(run, "params", m->running_key.params) != NULL &&
@@ -243,8 +322,7 @@ static cJSON *cell_to_json(const fp_cell *c) {
             cJSON_AddStringToObject(o, "backend", c->backend) != NULL &&
             cJSON_AddStringToObject(o, "params", c->params) != NULL;
   if (ok) {
-    double dims[2] = {(double)c->dim0, (double)c->dim1};
-    cJSON *shape = cJSON_CreateDoubleArray(dims, 2);
+    cJSON *shape = fp_shape_to_json(&c->shape);
     ok = shape != NULL && cJSON_AddItemToObject(o, "shape", shape);
     if (!ok)
       cJSON_Delete(shape);
@@ -252,8 +330,9 @@ static cJSON *cell_to_json(const fp_cell *c) {
   ok = ok && cJSON_AddStringToObject(o, "status", fp_cell_status_name(c->status)) != NULL;
   ok = ok && add_number(o, "median_us", c->median_us) && add_number(o, "min_us", c->min_us) &&
        add_number(o, "max_us", c->max_us) && add_number(o, "reps", c->reps) &&
-       add_number(o, "kernels", c->kernels) && add_number(o, "bytes", c->bytes) &&
-       add_number(o, "gbps", c->gbps) && add_number(o, "bw_frac", c->bw_frac) &&
+       add_number(o, "kernels", c->kernels) && add_number(o, "library_calls", c->library_calls) &&
+       add_number(o, "bytes", c->bytes) && add_number(o, "gbps", c->gbps) &&
+       add_number(o, "bw_frac", c->bw_frac) && add_number(o, "roof_frac", c->roof_frac) &&
        add_number(o, "flops", c->flops) && add_number(o, "gflops", c->gflops) &&
        add_number(o, "footprint_bytes", c->footprint_bytes) &&
        add_number(o, "peak_bytes", c->peak_bytes) && add_number(o, "compile_ms", c->compile_ms) &&
@@ -379,20 +458,18 @@ static fp_status cell_from_json(const cJSON *o, fp_cell *c, const char *where) {
     return st;
   if (c->op[0] == '\0' || c->variant[0] == '\0')
     return fp_error(FP_ERR_INVALID_ARGUMENT, "%s has no op or variant", where);
-  const cJSON *shape = cJSON_GetObjectItemCaseSensitive(o, "shape");
-  if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != 2 ||
-      !cJSON_IsNumber(cJSON_GetArrayItem(shape, 0)) ||
-      !cJSON_IsNumber(cJSON_GetArrayItem(shape, 1)))
-    return fp_error(FP_ERR_INVALID_ARGUMENT, "%s: \"shape\" is not [dim0, dim1]", where);
-  c->dim0 = (int64_t)cJSON_GetArrayItem(shape, 0)->valuedouble;
-  c->dim1 = (int64_t)cJSON_GetArrayItem(shape, 1)->valuedouble;
+  if (!fp_shape_from_json(cJSON_GetObjectItemCaseSensitive(o, "shape"), &c->shape))
+    return fp_error(FP_ERR_INVALID_ARGUMENT,
+                    "%s: \"shape\" is not a list of 2 to %d integer dimensions >= 1", where,
+                    FP_SHAPE_MAX_DIMS);
   char status[16];
   st = get_string(o, "status", status, sizeof status, where);
   if (st != FP_OK)
     return st;
   if (!fp_cell_status_parse(status, &c->status))
-    return fp_error(FP_ERR_INVALID_ARGUMENT, "%s: status '%s' is not one of ok, fail, oom, error",
-                    where, status);
+    return fp_error(FP_ERR_INVALID_ARGUMENT,
+                    "%s: status '%s' is not one of ok, fail, oom, error, unsupported", where,
+                    status);
   struct {
     const char *key;
     double *dst;
@@ -401,9 +478,11 @@ static fp_status cell_from_json(const cJSON *o, fp_cell *c, const char *where) {
               {"max_us", &c->max_us},
               {"reps", &c->reps},
               {"kernels", &c->kernels},
+              {"library_calls", &c->library_calls},
               {"bytes", &c->bytes},
               {"gbps", &c->gbps},
               {"bw_frac", &c->bw_frac},
+              {"roof_frac", &c->roof_frac},
               {"flops", &c->flops},
               {"gflops", &c->gflops},
               {"footprint_bytes", &c->footprint_bytes},
@@ -422,6 +501,32 @@ static fp_status cell_from_json(const cJSON *o, fp_cell *c, const char *where) {
   return FP_OK;
 }
 
+/* meta.peak_tflops: {"f16": {"tflops": x or null, "source": "..."}, ...}. */
+static fp_status peaks_from_json(const cJSON *peaks, fp_results_meta *m, const char *where) {
+  m->has_peaks = false;
+  m->n_peaks = 0;
+  if (peaks == NULL)
+    return FP_OK;
+  if (!cJSON_IsObject(peaks))
+    return fp_error(FP_ERR_INVALID_ARGUMENT, "%s: \"peak_tflops\" is not an object", where);
+  for (const cJSON *e = peaks->child; e != NULL; e = e->next) {
+    double tflops = NAN;
+    char source[192];
+    fp_status st = cJSON_IsObject(e)
+                       ? get_number(e, "tflops", &tflops, where)
+                       : fp_error(FP_ERR_INVALID_ARGUMENT,
+                                  "%s: peak_tflops.%s is not {tflops, source}", where, e->string);
+    if (st == FP_OK)
+      st = get_string(e, "source", source, sizeof source, where);
+    if (st == FP_OK)
+      st = fp_results_set_peak(m, e->string, tflops, source);
+    if (st != FP_OK)
+      return st;
+  }
+  m->has_peaks = true;
+  return FP_OK;
+}
+
 static fp_status meta_from_json(const cJSON *o, fp_results_meta *m, const char *name) {
   if (!cJSON_IsObject(o))
     return fp_error(FP_ERR_INVALID_ARGUMENT, "%s: \"meta\" is missing or not an object", name);
@@ -437,21 +542,20 @@ static fp_status meta_from_json(const cJSON *o, fp_results_meta *m, const char *
   fp_status st = get_number(o, "copy_gbps", &m->copy_gbps, where);
   if (st != FP_OK)
     return st;
+  st = peaks_from_json(cJSON_GetObjectItemCaseSensitive(o, "peak_tflops"), m, where);
+  if (st != FP_OK)
+    return st;
   const cJSON *run = cJSON_GetObjectItemCaseSensitive(o, "running");
   if (run != NULL && !cJSON_IsNull(run)) {
     fp_cell_init(&m->running_key);
-    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(run, "shape");
-    if (!cJSON_IsObject(run) || !cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != 2 ||
-        !cJSON_IsNumber(cJSON_GetArrayItem(shape, 0)) ||
-        !cJSON_IsNumber(cJSON_GetArrayItem(shape, 1)))
+    if (!cJSON_IsObject(run) ||
+        !fp_shape_from_json(cJSON_GetObjectItemCaseSensitive(run, "shape"), &m->running_key.shape))
       return fp_error(FP_ERR_INVALID_ARGUMENT, "%s: \"running\" is not {op, params, shape}", where);
     st = get_string(run, "op", m->running_key.op, sizeof m->running_key.op, where);
     if (st == FP_OK)
       st = get_string(run, "params", m->running_key.params, sizeof m->running_key.params, where);
     if (st != FP_OK)
       return st;
-    m->running_key.dim0 = (int64_t)cJSON_GetArrayItem(shape, 0)->valuedouble;
-    m->running_key.dim1 = (int64_t)cJSON_GetArrayItem(shape, 1)->valuedouble;
     m->running = true;
   }
   const cJSON *opts = cJSON_GetObjectItemCaseSensitive(o, "options");
@@ -497,9 +601,12 @@ fp_status fp_results_from_json(const char *text, const char *name, fp_results *r
     snprintf(where, sizeof where, "%s: cell %d", name, index);
     fp_cell cell;
     st = cell_from_json(c, &cell, where);
-    if (st == FP_OK && fp_results_find(r, &cell) >= 0)
-      st = fp_error(FP_ERR_INVALID_ARGUMENT, "%s: cell %d (%s %s %lldx%lld) appears twice", name,
-                    index, cell.op, cell.variant, (long long)cell.dim0, (long long)cell.dim1);
+    if (st == FP_OK && fp_results_find(r, &cell) >= 0) {
+      char shape[128];
+      fp_shape_format(&cell.shape, shape, sizeof shape);
+      st = fp_error(FP_ERR_INVALID_ARGUMENT, "%s: cell %d (%s %s %s) appears twice", name, index,
+                    cell.op, cell.variant, shape);
+    }
     if (st == FP_OK)
       st = fp_results_add(r, &cell);
   }
@@ -587,23 +694,25 @@ static void csv_string(text_buf *b, const char *s, bool first) {
 
 fp_status fp_results_to_csv(const fp_results *r, char **text) {
   text_buf b = {NULL, 0, 0, false};
-  tb_puts(&b, "op,variant,backend,params,dim0,dim1,status,median_us,min_us,max_us,reps,"
-              "kernels,bytes,gbps,bw_frac,flops,gflops,footprint_bytes,peak_bytes,compile_ms,"
-              "max_abs_err,max_rel_err,rel_l2_err,ok,message\n");
+  tb_puts(&b, FP_RESULTS_CSV_HEADER "\n");
   for (int k = 0; k < r->n_cells; ++k) {
     const fp_cell *c = &r->cells[k];
     csv_string(&b, c->op, true);
     csv_string(&b, c->variant, false);
     csv_string(&b, c->backend, false);
     csv_string(&b, c->params, false);
-    csv_number(&b, (double)c->dim0);
-    csv_number(&b, (double)c->dim1);
+    char shape[128];
+    fp_shape_format(&c->shape, shape, sizeof shape);
+    csv_string(&b, shape, false);
+    /* dim0, dim1: rank-2 cells only (as before N-dim shapes) */
+    csv_number(&b, c->shape.n == 2 ? (double)c->shape.d[0] : NAN);
+    csv_number(&b, c->shape.n == 2 ? (double)c->shape.d[1] : NAN);
     csv_string(&b, fp_cell_status_name(c->status), false);
-    const double nums[] = {
-        c->median_us,       c->min_us,     c->max_us,     c->reps,        c->kernels,
-        c->bytes,           c->gbps,       c->bw_frac,    c->flops,       c->gflops,
-        c->footprint_bytes, c->peak_bytes, c->compile_ms, c->max_abs_err, c->max_rel_err,
-        c->rel_l2_err};
+    const double nums[] = {c->median_us,       c->min_us,        c->max_us,     c->reps,
+                           c->kernels,         c->library_calls, c->bytes,      c->gbps,
+                           c->bw_frac,         c->roof_frac,     c->flops,      c->gflops,
+                           c->footprint_bytes, c->peak_bytes,    c->compile_ms, c->max_abs_err,
+                           c->max_rel_err,     c->rel_l2_err};
     for (size_t j = 0; j < sizeof nums / sizeof nums[0]; ++j)
       csv_number(&b, nums[j]);
     csv_string(&b, c->ok ? "true" : "false", false);
@@ -663,169 +772,4 @@ fp_status fp_write_file_atomic(const char *path, const char *data, size_t len) {
   free(tmp);
   free(dir_copy);
   return st;
-}
-
-/* ---- grids ------------------------------------------------------------------------------- */
-
-static int cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return (x > y) - (x < y);
-}
-
-/* Adds v to the set vals[0..*n) (capacity cap); false on no memory. */
-static bool add_dim(int64_t **vals, int *n, int *cap, int64_t v) {
-  for (int k = 0; k < *n; ++k)
-    if ((*vals)[k] == v)
-      return true;
-  if (*n == *cap) {
-    int c = *cap > 0 ? 2 * *cap : 16;
-    int64_t *bigger = realloc(*vals, sizeof **vals * (size_t)c);
-    if (bigger == NULL)
-      return false;
-    *vals = bigger;
-    *cap = c;
-  }
-  (*vals)[(*n)++] = v;
-  return true;
-}
-
-fp_status fp_grid_set_build(const fp_results *r, fp_grid_set *set) {
-  memset(set, 0, sizeof *set);
-  int cap = 0;
-  int *cap0 = NULL, *cap1 = NULL;
-  fp_status st = FP_OK;
-  for (int k = 0; st == FP_OK && k < r->n_cells; ++k) {
-    const fp_cell *c = &r->cells[k];
-    int g = 0;
-    while (g < set->n &&
-           !(strcmp(set->grids[g].op, c->op) == 0 && strcmp(set->grids[g].params, c->params) == 0))
-      ++g;
-    if (g == set->n) {
-      if (set->n == cap) {
-        int ncap = cap > 0 ? 2 * cap : 8;
-        fp_grid *grids = realloc(set->grids, sizeof *grids * (size_t)ncap);
-        int *c0 = realloc(cap0, sizeof *c0 * (size_t)ncap);
-        int *c1 = c0 != NULL ? realloc(cap1, sizeof *c1 * (size_t)ncap) : NULL;
-        if (grids != NULL)
-          set->grids = grids;
-        if (c0 != NULL)
-          cap0 = c0;
-        if (c1 != NULL)
-          cap1 = c1;
-        if (grids == NULL || c0 == NULL || c1 == NULL) {
-          st = fp_error(FP_ERR_OUT_OF_MEMORY, "no host memory for the result grids");
-          break;
-        }
-        cap = ncap;
-      }
-      fp_grid *n = &set->grids[set->n];
-      memset(n, 0, sizeof *n);
-      snprintf(n->op, sizeof n->op, "%s", c->op);
-      snprintf(n->params, sizeof n->params, "%s", c->params);
-      cap0[set->n] = cap1[set->n] = 0;
-      set->n++;
-    }
-    fp_grid *gr = &set->grids[g];
-    if (!add_dim(&gr->dim0, &gr->n0, &cap0[g], c->dim0) ||
-        !add_dim(&gr->dim1, &gr->n1, &cap1[g], c->dim1))
-      st = fp_error(FP_ERR_OUT_OF_MEMORY, "no host memory for the result grids");
-  }
-  free(cap0);
-  free(cap1);
-  if (st != FP_OK) {
-    fp_grid_set_free(set);
-    return st;
-  }
-  for (int g = 0; g < set->n; ++g) {
-    qsort(set->grids[g].dim0, (size_t)set->grids[g].n0, sizeof(int64_t), cmp_i64);
-    qsort(set->grids[g].dim1, (size_t)set->grids[g].n1, sizeof(int64_t), cmp_i64);
-  }
-  return FP_OK;
-}
-
-void fp_grid_set_free(fp_grid_set *set) {
-  for (int g = 0; g < set->n; ++g) {
-    free(set->grids[g].dim0);
-    free(set->grids[g].dim1);
-  }
-  free(set->grids);
-  memset(set, 0, sizeof *set);
-}
-
-const fp_cell *fp_grid_cell(const fp_results *r, const fp_grid *g, int64_t dim0, int64_t dim1,
-                            const char *variant) {
-  for (int k = 0; k < r->n_cells; ++k) {
-    const fp_cell *c = &r->cells[k];
-    if (c->dim0 == dim0 && c->dim1 == dim1 && strcmp(c->variant, variant) == 0 &&
-        strcmp(c->op, g->op) == 0 && strcmp(c->params, g->params) == 0)
-      return c;
-  }
-  return NULL;
-}
-
-const char *fp_cell_mark(const fp_cell *c) {
-  if (c == NULL)
-    return "-";
-  switch (c->status) {
-  case FP_CELL_OK:
-    return NULL;
-  case FP_CELL_FAIL:
-    return "FAIL";
-  case FP_CELL_OOM:
-    return "OOM";
-  case FP_CELL_ERROR:
-  case FP_CELL_STATUS_COUNT:
-    break;
-  }
-  return "ERR";
-}
-
-bool fp_relperf(const fp_cell *fused, const fp_cell *unfused, double *pct, const char **mark) {
-  const char *mf = fp_cell_mark(fused), *mu = fp_cell_mark(unfused);
-  static const char *const priority[] = {"ERR", "FAIL", "OOM", "-"};
-  *pct = NAN;
-  *mark = NULL;
-  if (mf == NULL && mu == NULL && fused->median_us > 0 && isfinite(unfused->median_us)) {
-    *pct = 100.0 * unfused->median_us / fused->median_us;
-    return true;
-  }
-  for (int k = 0; k < 4; ++k) {
-    if ((mf != NULL && strcmp(mf, priority[k]) == 0) ||
-        (mu != NULL && strcmp(mu, priority[k]) == 0)) {
-      *mark = priority[k];
-      return false;
-    }
-  }
-  *mark = "-"; /* both ok, but no usable time */
-  return false;
-}
-
-void fp_grid_print(FILE *f, const fp_grid *g, const char *title,
-                   void (*value)(void *user, int64_t dim0, int64_t dim1, char *buf, size_t len),
-                   void *user) {
-  /* Columns wide enough for the widest value or header. */
-  int width = 7;
-  char buf[64];
-  for (int j = 0; j < g->n1; ++j) {
-    int n = snprintf(buf, sizeof buf, "%lld", (long long)g->dim1[j]);
-    if (n > width)
-      width = n;
-    for (int i = 0; i < g->n0; ++i) {
-      value(user, g->dim0[i], g->dim1[j], buf, sizeof buf);
-      if ((int)strlen(buf) > width)
-        width = (int)strlen(buf);
-    }
-  }
-  fprintf(f, "%s\n%-11s", title, "dim0\\dim1");
-  for (int j = 0; j < g->n1; ++j)
-    fprintf(f, " %*lld", width, (long long)g->dim1[j]);
-  fputc('\n', f);
-  for (int i = 0; i < g->n0; ++i) {
-    fprintf(f, "%-11lld", (long long)g->dim0[i]);
-    for (int j = 0; j < g->n1; ++j) {
-      value(user, g->dim0[i], g->dim1[j], buf, sizeof buf);
-      fprintf(f, " %*s", width, buf);
-    }
-    fputc('\n', f);
-  }
 }

@@ -59,11 +59,15 @@ typedef struct mm_problem {
   int epi;       /* FP_EPI_* of the fused kernel */
 } mm_problem;
 
+/* The op by name, not by address: the benchmark runs ops through copies of
+ * their descriptors (a cached reference). */
+static bool is_op(const fp_op *op, const fp_op *which) { return strcmp(op->name, which->name) == 0; }
+
 static mm_problem mm_of(const fp_problem *p) {
   mm_problem m;
   memset(&m, 0, sizeof m);
   const fp_op *op = p->op;
-  if (op == &fp_op_matmul_matmul) {
+  if (is_op(op, &fp_op_matmul_matmul)) {
     m.kind = KIND_B2B;
     m.M = P_INT(p, B2_M);
     m.N = P_INT(p, B2_N);
@@ -81,16 +85,16 @@ static mm_problem mm_of(const fp_problem *p) {
   m.dtype = dtype_of_choice[P_INT(p, MM_DTYPE)];
   m.trans_b = P_INT(p, MM_TRANS) != 0;
   m.NB = m.N;
-  if (op == &fp_op_matmul_add || op == &fp_op_matmul_add_relu) {
-    const bool relu = op == &fp_op_matmul_add_relu;
+  if (is_op(op, &fp_op_matmul_add) || is_op(op, &fp_op_matmul_add_relu)) {
+    const bool relu = is_op(op, &fp_op_matmul_add_relu);
     m.kind = relu ? KIND_ADD_RELU : KIND_ADD;
     m.full_add = P_INT(p, MM_ADD) == ADD_FULL;
     m.epi = m.full_add ? (relu ? FP_EPI_ADD_RELU : FP_EPI_ADD)
                        : (relu ? FP_EPI_BIAS_RELU : FP_EPI_BIAS);
-  } else if (op == &fp_op_matmul_relu) {
+  } else if (is_op(op, &fp_op_matmul_relu)) {
     m.kind = KIND_RELU;
     m.epi = FP_EPI_RELU;
-  } else if (op == &fp_op_matmul_split_act) {
+  } else if (is_op(op, &fp_op_matmul_split_act)) {
     m.kind = KIND_SPLIT_ACT;
     m.NB = 2 * m.N;
     m.epi = FP_EPI_SPLIT_ACT;

@@ -1,7 +1,9 @@
 #define _POSIX_C_SOURCE 200809L
 /* fuseport tests: the benchmark core and the bench, compare, merge and
- * report subcommands, in-process on the CPU backend. Tiny shapes and two
- * repetitions: these tests check structure and logic, never speed. */
+ * report subcommands, in-process on the CPU backend, on the row ops' 2-D
+ * shapes (test_bench_ndim.c: N-dim shapes, the GEMMs, unsupported cells,
+ * library calls, the roofline). Tiny shapes and two repetitions: these
+ * tests check structure and logic, never speed. */
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,105 +14,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "test_util.h"
-
-#include "bench_core.h"
-#include "cli_bench.h"
-#include "results.h"
-
-#define CTX fp_env.ctx
-
-static char tmpdir[256];
-
-/* tmpdir/name in a rotating set of buffers (a test keeps up to 32 live). */
-static const char *tpath(const char *name) {
-  static char bufs[32][512];
-  static int next;
-  char *b = bufs[next++ % 32];
-  snprintf(b, 512, "%s/%s", tmpdir, name);
-  return b;
-}
-
-static int argc_of(char **argv) {
-  int n = 0;
-  while (argv[n] != NULL)
-    ++n;
-  return n;
-}
-
-/* Runs cmd(argc, argv) with stderr captured into err. */
-static int run_captured(int (*cmd)(int, char **), char **argv, char *err, size_t len) {
-  fflush(stderr);
-  int saved = dup(STDERR_FILENO);
-  static char path[600];
-  snprintf(path, sizeof path, "%s/stderr.txt", tmpdir);
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  assert_true(saved >= 0 && fd >= 0);
-  dup2(fd, STDERR_FILENO);
-  close(fd);
-  int rc = cmd(argc_of(argv), argv);
-  fflush(stderr);
-  dup2(saved, STDERR_FILENO);
-  close(saved);
-  char *text = NULL;
-  FP_ASSERT_OK(fp_read_file(path, &text, NULL));
-  snprintf(err, len, "%s", text);
-  free(text);
-  return rc;
-}
-
-static int parse_only(int argc, char **argv) {
-  fp_bench_cli *cli = malloc(sizeof *cli);
-  assert_non_null(cli);
-  int rc = fp_bench_parse_args(argc, argv, cli);
-  free(cli);
-  return rc;
-}
-
-static void tiny_spec(fp_bench_spec *s, const char *ops, const char *shapes) {
-  fp_bench_spec_init(s);
-  assert_true(fp_cli_parse_ops(ops, s->ops, FP_BENCH_MAX_OPS, &s->n_ops));
-  assert_true(
-      fp_cli_parse_shapes("--shapes", shapes, s->shapes, FP_BENCH_MAX_SHAPES, &s->n_shapes));
-  s->reps = 2;
-  s->warmup_ms = 0;
-}
-
-static void fresh_results(fp_results *r, const fp_bench_spec *s) {
-  fp_results_init(r);
-  FP_ASSERT_OK(fp_bench_meta_init(CTX, s, r));
-  r->meta.copy_gbps = 10.0; /* any value: bw_frac = gbps / 10 */
-}
-
-static void write_results(fp_results *r, const char *path) {
-  char *text = NULL;
-  FP_ASSERT_OK(fp_results_to_json(r, &text));
-  FP_ASSERT_OK(fp_write_file_atomic(path, text, strlen(text)));
-  free(text);
-}
-
-/* Equal apart from what timing changes. */
-static void assert_same_cell(const fp_cell *a, const fp_cell *b) {
-  assert_string_equal(a->op, b->op);
-  assert_string_equal(a->variant, b->variant);
-  assert_string_equal(a->params, b->params);
-  assert_string_equal(a->backend, b->backend);
-  assert_int_equal(a->dim0, b->dim0);
-  assert_int_equal(a->dim1, b->dim1);
-  assert_int_equal(a->status, b->status);
-  assert_int_equal(a->ok, b->ok);
-  const double x[] = {a->kernels,    a->bytes,       a->flops,     a->footprint_bytes,
-                      a->peak_bytes, a->max_abs_err, a->rel_l2_err};
-  const double y[] = {b->kernels,    b->bytes,       b->flops,     b->footprint_bytes,
-                      b->peak_bytes, b->max_abs_err, b->rel_l2_err};
-  for (size_t k = 0; k < sizeof x / sizeof x[0]; ++k) {
-    if (isnan(x[k]) && isnan(y[k]))
-      continue;
-    if (x[k] != y[k])
-      fail_msg("cell %s %s %lldx%lld: field %zu differs: %.17g vs %.17g", a->op, a->variant,
-               (long long)a->dim0, (long long)a->dim1, k, x[k], y[k]);
-  }
-}
+#include "bench_test_util.h"
 
 /* ---- argument parsing ------------------------------------------------------------------ */
 
@@ -200,11 +104,16 @@ static void test_parse_good(void **state) {
   char *a1[] = {"bench", NULL};
   assert_int_equal(fp_bench_parse_args(1, a1, cli), FP_EXIT_OK);
   assert_int_equal(cli->spec.n_ops, fp_op_count());
-  assert_int_equal(cli->spec.n_variants, 2);
+  /* every variant of the ops: fused, unfused and the matmul family's vendor */
+  assert_int_equal(cli->spec.n_variants, 3);
   assert_string_equal(cli->spec.variants[0], "fused");
-  assert_int_equal(cli->spec.n_shapes, 4);
-  assert_int_equal(cli->spec.shapes[1][0], fp_bench_default_dim0[0]);
-  assert_int_equal(cli->spec.shapes[1][1], fp_bench_default_dim1[1]);
+  assert_string_equal(cli->spec.variants[2], "vendor");
+  /* each op's quick default: the row ops' 2 x 2, then the GEMMs' own */
+  assert_true(cli->spec.n_shapes > 4);
+  for (int k = 0; k < cli->spec.n_shapes; ++k)
+    assert_true(k < 4 ? cli->spec.shapes[k].n == 2 : cli->spec.shapes[k].n >= 3);
+  assert_int_equal(cli->spec.shapes[1].d[0], fp_bench_default_dim0[0]);
+  assert_int_equal(cli->spec.shapes[1].d[1], fp_bench_default_dim1[1]);
   assert_int_equal(cli->spec.reps, 0);
   assert_true(cli->spec.rep_ms == 40.0 && cli->spec.warmup_ms == 10.0);
   assert_int_equal(cli->spec.seed, 20230814);
@@ -215,10 +124,10 @@ static void test_parse_good(void **state) {
                 "r.csv", "--shard",  "2/5",  NULL};
   assert_int_equal(fp_bench_parse_args(argc_of(a2), a2, cli), FP_EXIT_OK);
   assert_int_equal(cli->spec.n_shapes, 100);
-  assert_int_equal(cli->spec.shapes[0][0], 128);
-  assert_int_equal(cli->spec.shapes[99][0], 65536);
-  assert_int_equal(cli->spec.shapes[99][1], 65536);
-  assert_int_equal(cli->spec.shapes[1][1], 256); /* dim1 fastest */
+  assert_int_equal(cli->spec.shapes[0].d[0], 128);
+  assert_int_equal(cli->spec.shapes[99].d[0], 65536);
+  assert_int_equal(cli->spec.shapes[99].d[1], 65536);
+  assert_int_equal(cli->spec.shapes[1].d[1], 256); /* dim1 fastest */
   assert_int_equal(cli->spec.n_ops, 2);
   assert_int_equal(cli->spec.reps, 7);
   assert_int_equal(cli->format, FP_FORMAT_CSV);
@@ -239,8 +148,8 @@ static void test_parse_good(void **state) {
                 NULL};
   assert_int_equal(fp_bench_parse_args(argc_of(a3), a3, cli), FP_EXIT_OK);
   assert_int_equal(cli->spec.n_shapes, 6);
-  assert_int_equal(cli->spec.shapes[5][0], 3);
-  assert_int_equal(cli->spec.shapes[5][1], 20);
+  assert_int_equal(cli->spec.shapes[5].d[0], 3);
+  assert_int_equal(cli->spec.shapes[5].d[1], 20);
   assert_int_equal(cli->format, FP_FORMAT_JSON);
   assert_int_equal(cli->spec.n_variants, 1);
   assert_int_equal(cli->given & FP_GIVEN_PARAMS, FP_GIVEN_PARAMS);
@@ -288,6 +197,7 @@ static void test_stats_and_rules(void **state) {
   fp_counters_get(CTX, &c0);
   fp_bench_spec s;
   tiny_spec(&s, "softmax", "4x4");
+  s.flush_bytes = 0; /* the rule */
   fp_results r;
   fresh_results(&r, &s);
   fp_bench_summary sum;
@@ -375,7 +285,7 @@ static void test_sweep_cells(void **state) {
   assert_string_equal(c->op, "softmax");
   assert_string_equal(c->variant, "fused");
   assert_string_equal(c->backend, "cpu");
-  assert_int_equal(c->dim0, 3);
+  assert_int_equal(c->shape.d[0], 3);
   assert_int_equal(c->reps, 2);
   assert_true(c->ok && c->kernels == 1 && c->footprint_bytes == 0);
   assert_true(c->median_us >= c->min_us && c->max_us >= c->median_us && c->min_us > 0);
@@ -389,10 +299,10 @@ static void test_sweep_cells(void **state) {
   /* canonical order: op, shape, params (the last listed fastest), variant */
   assert_string_equal(r.cells[4].op, "bias_dropout_add");
   assert_non_null(strstr(r.cells[4].params, "training=false"));
-  assert_int_equal(r.cells[4].dim0, 3);
+  assert_int_equal(r.cells[4].shape.d[0], 3);
   assert_non_null(strstr(r.cells[6].params, "training=true"));
-  assert_int_equal(r.cells[6].dim0, 3);
-  assert_int_equal(r.cells[8].dim0, 16);
+  assert_int_equal(r.cells[6].shape.d[0], 3);
+  assert_int_equal(r.cells[8].shape.d[0], 16);
   fp_bench_plan plan;
   memset(&plan, 0, sizeof plan); /* an empty sweep has no place for any cell */
   assert_int_equal(fp_bench_cell_rank(&s, &plan, &r.cells[0]), -1);
@@ -484,6 +394,7 @@ static void test_oom_goes_on(void **state) {
   FP_ASSERT_OK(fp_context_set_mem_limit(CTX, c0.bytes_current + flush + (10u << 20)));
   fp_bench_spec s;
   tiny_spec(&s, "softmax,layernorm", "16x16,2048x2048,1024x1024,32x8");
+  s.flush_bytes = 0; /* the rule's, as the limit above counts */
   fp_results r;
   fresh_results(&r, &s);
   fp_bench_summary sum;
@@ -507,7 +418,7 @@ static void test_oom_goes_on(void **state) {
     const fp_cell *c = &r.cells[want[k].cell];
     if (c->status != want[k].status)
       fail_msg("cell %d (%s %s %lldx%lld) is %s, wanted %s: %s", want[k].cell, c->op, c->variant,
-               (long long)c->dim0, (long long)c->dim1, fp_cell_status_name(c->status),
+               (long long)c->shape.d[0], (long long)c->shape.d[1], fp_cell_status_name(c->status),
                fp_cell_status_name(want[k].status), c->message);
     if (c->status == FP_CELL_OOM) {
       assert_false(c->ok);
@@ -532,22 +443,6 @@ static void test_oom_goes_on(void **state) {
 
 /* ---- resume ------------------------------------------------------------------------------------
  */
-
-typedef struct writer {
-  const char *path;
-  int groups;
-} writer;
-
-static fp_status write_json(void *user, fp_results *r) {
-  writer *w = user;
-  w->groups++;
-  char *text = NULL;
-  fp_status st = fp_results_to_json(r, &text);
-  if (st == FP_OK)
-    st = fp_write_file_atomic(w->path, text, strlen(text));
-  free(text);
-  return st;
-}
 
 static void test_resume(void **state) {
   (void)state;
@@ -713,8 +608,8 @@ static void test_signal_mid_group(void **state) {
   FP_ASSERT_OK(fp_bench_run(CTX, &s, &r, &hooks, &sum));
   assert_true(sum.interrupted);
   assert_int_equal(r.n_cells, 2); /* the half-run group is not kept */
-  assert_int_equal(r.cells[0].dim0, 4);
-  assert_int_equal(r.cells[1].dim0, 4);
+  assert_int_equal(r.cells[0].shape.d[0], 4);
+  assert_int_equal(r.cells[1].shape.d[0], 4);
   assert_int_equal(sum.leaked_bytes, 0);
   fp_results_free(&r);
   /* the file holds the first group and does not claim the second died */
@@ -751,13 +646,12 @@ static void test_died_group_is_skipped(void **state) {
   r.meta.running = true;
   fp_cell_init(&r.meta.running_key);
   snprintf(r.meta.running_key.op, sizeof r.meta.running_key.op, "softmax");
-  r.meta.running_key.dim0 = 8;
-  r.meta.running_key.dim1 = 8;
+  r.meta.running_key.shape = fp_shape_2d(8, 8);
   write_results(&r, path);
   fp_results_free(&r);
   FP_ASSERT_OK(fp_results_read_file(path, &r));
   assert_true(r.meta.running);
-  assert_int_equal(r.meta.running_key.dim0, 8);
+  assert_int_equal(r.meta.running_key.shape.d[0], 8);
   /* resume */
   hooks.stop_after_groups = 0;
   FP_ASSERT_OK(fp_bench_run(CTX, &s, &r, &hooks, &sum));
@@ -766,7 +660,7 @@ static void test_died_group_is_skipped(void **state) {
   assert_int_equal(sum.count[FP_CELL_OK], 4);
   assert_int_equal(sum.count[FP_CELL_ERROR], 2);
   for (int k = 2; k < 4; ++k) {
-    assert_int_equal(r.cells[k].dim0, 8);
+    assert_int_equal(r.cells[k].shape.d[0], 8);
     assert_int_equal(r.cells[k].status, FP_CELL_ERROR);
     assert_non_null(strstr(r.cells[k].message, "died"));
   }
@@ -792,10 +686,11 @@ static void test_died_group_is_skipped(void **state) {
 static void test_shard_merge(void **state) {
   (void)state;
   const char *full = tpath("full.json"), *merged = tpath("merged.json");
-  const char *common[] = {"--backend", "cpu",    "--op",        "softmax,pointwise_chain,layernorm",
-                          "--dim0",    "2,8,17", "--dim1",      "3,32",
-                          "--reps",    "2",      "--warmup-ms", "0",
-                          "--quiet"};
+  const char *common[] = {
+      "--backend",   "cpu",    "--op",        "softmax,pointwise_chain,layernorm",
+      "--dim0",      "2,8,17", "--dim1",      "3,32",
+      "--reps",      "2",      "--warmup-ms", "0",
+      "--flush-mib", "8",      "--quiet"};
   char *argv[32];
   int n = 0;
   argv[n++] = "bench";
@@ -885,21 +780,6 @@ static void test_shard_merge(void **state) {
 /* ---- compare ----------------------------------------------------------------------------------
  */
 
-static void add_cell(fp_results *r, const char *op, const char *variant, int64_t d0, int64_t d1,
-                     fp_cell_status status, double median) {
-  fp_cell c;
-  fp_cell_init(&c);
-  snprintf(c.op, sizeof c.op, "%s", op);
-  snprintf(c.variant, sizeof c.variant, "%s", variant);
-  snprintf(c.backend, sizeof c.backend, "cpu");
-  c.dim0 = d0;
-  c.dim1 = d1;
-  c.status = status;
-  c.ok = status == FP_CELL_OK;
-  c.median_us = median;
-  FP_ASSERT_OK(fp_results_add(r, &c));
-}
-
 static void test_compare(void **state) {
   (void)state;
   fp_results a, b;
@@ -962,7 +842,7 @@ static void test_compare(void **state) {
                    "--format", "csv",      "--out",    (char *)out, NULL};
   assert_int_equal(fp_cmd_compare(argc_of(uargv), uargv), FP_EXIT_OK);
   FP_ASSERT_OK(fp_read_file(out, &text, NULL));
-  assert_non_null(strstr(text, "softmax,,unfused,128,128,ok,ok,1000.000,10.000,100\n"));
+  assert_non_null(strstr(text, "softmax,,unfused,128x128,128,128,ok,ok,1000.000,10.000,100\n"));
   free(text);
 
   /* no common cell: refused */
@@ -1000,8 +880,7 @@ static void test_json_round_trip(void **state) {
   snprintf(odd.op, sizeof odd.op, "softmax");
   snprintf(odd.variant, sizeof odd.variant, "fused");
   snprintf(odd.backend, sizeof odd.backend, "cpu");
-  odd.dim0 = 65536;
-  odd.dim1 = 65536;
+  odd.shape = fp_shape_2d(65536, 65536);
   odd.status = FP_CELL_OOM;
   odd.footprint_bytes = 17179869184.0;
   snprintf(odd.message, sizeof odd.message, "plan: \"quoted\", comma,\nnew line \\ µs");
@@ -1025,7 +904,7 @@ static void test_json_round_trip(void **state) {
   assert_true(cJSON_Compare(r.meta.options, back.meta.options, true));
   assert_true(r.meta.copy_gbps == back.meta.copy_gbps);
   assert_string_equal(r.meta.date, back.meta.date);
-  assert_true(back.meta.running && back.meta.running_key.dim0 == 65536);
+  assert_true(back.meta.running && back.meta.running_key.shape.d[0] == 65536);
   assert_string_equal(back.meta.running_key.op, "softmax");
   /* every documented field is in the file */
   cJSON *root = cJSON_Parse(t1);
@@ -1037,12 +916,11 @@ static void test_json_round_trip(void **state) {
     assert_non_null(cJSON_GetObjectItemCaseSensitive(meta, meta_keys[k]));
   const cJSON *cell = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "cells"), 0);
   static const char *const cell_keys[] = {
-      "op",         "variant",    "backend",     "shape",
-      "status",     "median_us",  "min_us",      "max_us",
-      "reps",       "kernels",    "bytes",       "gbps",
-      "bw_frac",    "flops",      "gflops",      "footprint_bytes",
-      "peak_bytes", "compile_ms", "max_abs_err", "max_rel_err",
-      "rel_l2_err", "ok",         "message"};
+      "op",         "variant",    "backend",     "shape",       "status",        "median_us",
+      "min_us",     "max_us",     "reps",        "kernels",     "library_calls", "bytes",
+      "gbps",       "bw_frac",    "roof_frac",   "flops",       "gflops",        "footprint_bytes",
+      "peak_bytes", "compile_ms", "max_abs_err", "max_rel_err", "rel_l2_err",    "ok",
+      "message"};
   for (size_t k = 0; k < sizeof cell_keys / sizeof cell_keys[0]; ++k)
     if (cJSON_GetObjectItemCaseSensitive(cell, cell_keys[k]) == NULL)
       fail_msg("cell field %s is missing", cell_keys[k]);
@@ -1055,7 +933,9 @@ static void test_json_round_trip(void **state) {
     lines += *p == '\n';
   assert_int_equal(lines, r.n_cells + 1 + 1); /* + the message's own line break */
   assert_non_null(strstr(csv, "\"plan: \"\"quoted\"\", comma,\nnew line \\ µs\""));
-  assert_non_null(strstr(csv, ",oom,,,,,,,,,,,17179869184,"));
+  /* shape, dim0, dim1 (rank 2), status, 12 nulls up to footprint_bytes */
+  assert_non_null(strstr(csv, ",65536x65536,65536,65536,oom,,,,,,,,,,,,,17179869184,"));
+  assert_int_equal(strncmp(csv, FP_RESULTS_CSV_HEADER "\n", strlen(FP_RESULTS_CSV_HEADER) + 1), 0);
   free(csv);
   /* malformed files are refused with a reason */
   fp_results bad;
@@ -1142,33 +1022,7 @@ static void test_report(void **state) {
   assert_int_equal(run_captured(fp_cmd_report, missing, err, sizeof err), FP_EXIT_FAIL);
 }
 
-/* ---- setup
- * ------------------------------------------------------------------------------------------ */
-
-static int make_tmpdir(void **state) {
-  (void)state;
-  const char *base = getenv("TMPDIR");
-  snprintf(tmpdir, sizeof tmpdir, "%s/fp_bench_test.XXXXXX", base != NULL ? base : "/tmp");
-  return mkdtemp(tmpdir) != NULL ? 0 : -1;
-}
-
-static int remove_tmpdir(void **state) {
-  (void)state;
-  char cmd[600];
-  /* our own directory only: made by mkdtemp above */
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  return system(cmd) == 0 ? 0 : -1;
-}
-
 int main(int argc, char **argv) {
-  int rc = fp_test_env_open(argc, argv, "test_bench");
-  if (rc != 0)
-    return rc;
-  if (fp_env.kind != FP_BACKEND_CPU) {
-    fprintf(stderr, "test_bench runs on the cpu backend only\n");
-    fp_test_env_close();
-    return 2;
-  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_errors),
       cmocka_unit_test(test_parse_good),
@@ -1186,8 +1040,5 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_atomic_write),
       cmocka_unit_test(test_report),
   };
-  int failures = cmocka_run_group_tests_name("bench", tests, make_tmpdir, remove_tmpdir);
-  int code = fp_test_exit_code(failures);
-  fp_test_env_close();
-  return code;
+  return bench_tests_run("test_bench", tests, sizeof tests / sizeof tests[0], argc, argv);
 }

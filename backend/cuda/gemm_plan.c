@@ -95,6 +95,14 @@ static bool use_sm80(const fp_gemm_request *r, const fp_gemm_device *d) {
 static bool use_skinny(const fp_gemm_request *r) { return !r->b2b && r->M <= 16; }
 static bool use_simt(const fp_gemm_request *r) { return r->dtype == DT_F32; }
 
+bool fp_gemm_has_sm90(void) {
+#ifdef FUSEPORT_GEMM_SM90
+  return true;
+#else
+  return false;
+#endif
+}
+
 static bool path_can(fp_gemm_path p, const fp_gemm_request *r, const fp_gemm_device *d) {
   switch (p) {
   case FP_GEMM_PATH_SM90:
@@ -324,10 +332,13 @@ static void plan_from_row(const cfg_row *c, int split, const fp_gemm_request *r,
   out->ws_bytes = split_ws_bytes(tiles, split, c->bm, c->bn);
 }
 
-/* Whether row c can run r on d (before any cost). */
+/* Whether row c can run r on d (before any cost). A cluster of two blocks
+ * along M shares B's tiles, so its grid needs an even number of tile rows. */
 static bool row_fits(const cfg_row *c, const fp_gemm_request *r, const fp_gemm_device *d,
                      bool paired) {
   if (c->smem > d->smem_optin)
+    return false;
+  if ((c->flags & FP_GEMM_CFG_CLUSTER2) != 0 && ceil_div(r->M, c->bm) % 2 != 0)
     return false;
   const bool b2b_row = (c->flags & FP_GEMM_CFG_B2B) != 0;
   if (b2b_row != r->b2b)

@@ -74,6 +74,9 @@ typedef struct fp_gemm_plan {
   bool tuned; /* the configuration came from the tuning cache */
 } fp_gemm_plan;
 
+/* Whether this build has the Hopper path (CUDA architectures with 90). */
+bool fp_gemm_has_sm90(void);
+
 /* FUSEPORT_CUDA_GEMM_PATH: auto (default), sm90, sm80, simt, skinny -- a
  * knob that forces a path (for timing the sm80 loop on an H100). false with
  * a message for another value. */

@@ -1,0 +1,180 @@
+/* fuseport tests: the CUDA GEMM planner (backend/cuda/gemm_plan.h), on any
+ * machine. It picks the path and the tile configuration of every fused GEMM
+ * on CUDA, and the recipes' dry runs size workspaces and padding from the
+ * same answers; a wrong answer would launch a configuration a device
+ * cannot hold, a b2b tile too narrow for N, or a workspace of the wrong
+ * size. */
+#define _POSIX_C_SOURCE 200809L /* setenv, mkstemp */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+#include "fp_device_common.h"
+#include "gemm_plan.h"
+
+static const fp_gemm_device h100 = {9, 0, 132, 227 * 1024};
+static const fp_gemm_device a100 = {8, 0, 108, 163 * 1024};
+static const fp_gemm_device rtx3090 = {8, 6, 82, 99 * 1024};
+static const fp_gemm_device turing = {7, 5, 40, 64 * 1024};
+
+static fp_gemm_request req(int dtype, int64_t M, int64_t N, int64_t K, int epi) {
+  fp_gemm_request r;
+  memset(&r, 0, sizeof r);
+  r.dtype = dtype;
+  r.M = M;
+  r.N = N;
+  r.K = K;
+  r.epilogue = epi;
+  return r;
+}
+
+static fp_gemm_plan must_plan(const fp_gemm_request *r, const fp_gemm_device *d, fp_gemm_path force) {
+  fp_gemm_plan p;
+  char why[256] = "";
+  if (!fp_gemm_plan_make(r, d, force, &p, why, sizeof why))
+    fail_msg("no plan for %lldx%lldx%lld dtype %d: %s", (long long)r->M, (long long)r->N,
+             (long long)r->K, r->dtype, why);
+  assert_true(p.smem_bytes <= d->smem_optin);
+  assert_true(p.split_k >= 1);
+  return p;
+}
+
+/* The named predicates: f32 on CUDA cores, up to 16 rows skinny, f16/bf16
+ * on Hopper's or Ampere's tensor cores, nothing below sm_80. */
+static void test_paths(void **state) {
+  (void)state;
+  fp_gemm_request r = req(0, 4096, 4096, 4096, FP_EPI_NONE);
+  assert_int_equal(must_plan(&r, &h100, FP_GEMM_PATH_AUTO).path, FP_GEMM_PATH_SIMT);
+  r = req(1, 8, 4096, 4096, FP_EPI_BIAS);
+  assert_int_equal(must_plan(&r, &h100, FP_GEMM_PATH_AUTO).path, FP_GEMM_PATH_SKINNY);
+  r = req(1, 17, 4096, 4096, FP_EPI_BIAS);
+  fp_gemm_plan p = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+  assert_int_equal(p.path, fp_gemm_has_sm90() ? FP_GEMM_PATH_SM90 : FP_GEMM_PATH_SM80);
+  assert_true(p.aligned_rows);
+  r = req(2, 4096, 4096, 4096, FP_EPI_RELU);
+  assert_int_equal(must_plan(&r, &a100, FP_GEMM_PATH_AUTO).path, FP_GEMM_PATH_SM80);
+  p = must_plan(&r, &rtx3090, FP_GEMM_PATH_AUTO);
+  assert_int_equal(p.path, FP_GEMM_PATH_SM80);
+  assert_true(p.smem_bytes <= 99 * 1024); /* sm_86's limit */
+  fp_gemm_plan none;
+  char why[256] = "";
+  assert_false(fp_gemm_plan_make(&r, &turing, FP_GEMM_PATH_AUTO, &none, why, sizeof why));
+  assert_non_null(strstr(why, "8.0"));
+  /* forced paths: the sm80 loop on a Hopper GPU; not for float32 */
+  p = must_plan(&r, &h100, FP_GEMM_PATH_SM80);
+  assert_int_equal(p.path, FP_GEMM_PATH_SM80);
+  r.dtype = 0;
+  assert_false(fp_gemm_plan_make(&r, &h100, FP_GEMM_PATH_SM80, &none, why, sizeof why));
+  assert_non_null(strstr(why, "FUSEPORT_CUDA_GEMM_PATH"));
+  fp_gemm_path path;
+  assert_true(fp_gemm_path_from_env("sm80", &path) && path == FP_GEMM_PATH_SM80);
+  assert_true(fp_gemm_path_from_env(NULL, &path) && path == FP_GEMM_PATH_AUTO);
+  assert_false(fp_gemm_path_from_env("sm70", &path));
+}
+
+/* Paired epilogues get paired configurations; b2b keeps N on chip only
+ * where a configuration's tile holds it. */
+static void test_paired_and_b2b(void **state) {
+  (void)state;
+  const int dtypes[] = {0, 1, 2};
+  for (int d = 0; d < 3; ++d) {
+    fp_gemm_request r = req(dtypes[d], 2048, 2048, 1024, FP_EPI_SPLIT_ACT);
+    fp_gemm_plan p = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+    assert_true((p.flags & FP_GEMM_CFG_PAIRED) != 0);
+    r = req(dtypes[d], 4096, 64, 1024, FP_EPI_NONE);
+    r.b2b = true;
+    r.P = 4096;
+    p = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+    assert_true(p.b2b_on_chip);
+    assert_true((p.flags & FP_GEMM_CFG_B2B) != 0 && p.bn >= 64);
+    r.N = 100000;
+    p = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+    assert_false(p.b2b_on_chip);
+  }
+}
+
+/* Split-K where the tiles leave the GPU idle and K is deep, with the
+ * workspace gemm_common.cuh lays out; none for a GEMM that fills it. */
+static void test_split_k(void **state) {
+  (void)state;
+  fp_gemm_request r = req(1, 256, 256, 65536, FP_EPI_BIAS);
+  fp_gemm_plan p = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+  assert_true(p.split_k > 1);
+  const int64_t tiles = ((256 + p.bm - 1) / p.bm) * ((256 + p.bn - 1) / p.bn);
+  const uint64_t counters = ((uint64_t)tiles * 4 + 255) / 256 * 256;
+  assert_int_equal(p.ws_bytes,
+                   counters + (uint64_t)p.split_k * (uint64_t)tiles * (uint64_t)p.bm * p.bn * 4);
+  r = req(1, 8192, 8192, 8192, FP_EPI_BIAS);
+  p = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+  assert_int_equal(p.split_k, 1);
+  assert_int_equal(p.ws_bytes, 0);
+}
+
+/* The planner is a function: the dry run and the launch agree. */
+static void test_deterministic(void **state) {
+  (void)state;
+  const int64_t sizes[] = {1, 7, 16, 17, 100, 1000, 4097, 8192};
+  for (int a = 0; a < 8; ++a)
+    for (int b = 0; b < 8; ++b)
+      for (int e = 0; e < FP_EPI_COUNT; ++e) {
+        fp_gemm_request r = req(e % 3, sizes[a], sizes[b], sizes[(a + b) % 8], e);
+        fp_gemm_plan p1 = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+        fp_gemm_plan p2 = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+        assert_memory_equal(&p1, &p2, sizeof p1);
+        fp_gemm_plan p3 = must_plan(&r, &rtx3090, FP_GEMM_PATH_AUTO);
+        assert_true(p3.path != FP_GEMM_PATH_SM90);
+      }
+}
+
+/* FUSEPORT_CUDA_GEMM_TUNE: a recorded candidate is what later plans of the
+ * same problem and device use, and it is in the file; other problems and
+ * devices are not affected. */
+static void test_tuning_cache(void **state) {
+  (void)state;
+  char path[] = "/tmp/fuseport-tune-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(setenv("FUSEPORT_CUDA_GEMM_TUNE", path, 1), 0);
+  assert_true(fp_gemm_tuning_enabled());
+  fp_gemm_request r = req(1, 3000, 3000, 3000, FP_EPI_RELU);
+  fp_gemm_plan planned = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+  assert_false(planned.tuned);
+  fp_gemm_plan cands[32];
+  int n = fp_gemm_plan_candidates(&r, &h100, &planned, cands, 32);
+  assert_true(n >= 2);
+  assert_memory_equal(&cands[0], &planned, sizeof planned);
+  /* pick a candidate other than the heuristic's */
+  const fp_gemm_plan *pick = &cands[n - 1];
+  char why[256];
+  assert_true(fp_gemm_tuning_record(&r, &h100, pick, 123.5, why, sizeof why));
+  fp_gemm_plan tuned = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+  assert_true(tuned.tuned);
+  assert_int_equal(tuned.config, pick->config);
+  assert_int_equal(tuned.split_k, pick->split_k);
+  fp_gemm_plan other = must_plan(&r, &a100, FP_GEMM_PATH_AUTO);
+  assert_false(other.tuned);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char line[512];
+  int lines = 0;
+  while (fgets(line, sizeof line, f) != NULL)
+    lines += strncmp(line, "v1 ", 3) == 0;
+  fclose(f);
+  assert_int_equal(lines, 1);
+  assert_int_equal(unsetenv("FUSEPORT_CUDA_GEMM_TUNE"), 0);
+  assert_false(must_plan(&r, &h100, FP_GEMM_PATH_AUTO).tuned);
+  remove(path);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_paths),       cmocka_unit_test(test_paired_and_b2b),
+      cmocka_unit_test(test_split_k),     cmocka_unit_test(test_deterministic),
+      cmocka_unit_test(test_tuning_cache),
+  };
+  return cmocka_run_group_tests_name("gemm_plan", tests, NULL, NULL);
+}
