@@ -19,6 +19,8 @@
 #ifndef FUSEPORT_GEMM_COMMON_CUH
 #define FUSEPORT_GEMM_COMMON_CUH
 
+#include <stdint.h>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

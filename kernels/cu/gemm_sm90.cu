@@ -1,0 +1,1074 @@
+/* fuseport GEMM core, path SM90: the Hopper (sm_90a) main loop.
+ * Semantics: kernels/kernels.def, family gemm; shared parts:
+ * gemm_common.cuh; tile configurations: gemm_sm90_configs.h; PTX
+ * wrappers: mma_sm90.cuh.
+ *
+ * Shape of a block (384 threads, one per SM, persistent):
+ *   warpgroup 0, the producer: one thread issues the TMA copies of A and B
+ *     tiles into a ring of STAGES shared-memory stages (registers cut to 40);
+ *   warpgroups 1 and 2, the consumers: rows [0, 64) and [64, 128) of the
+ *     128-row tile, one wgmma m64nBNk16 per k16 step with float
+ *     accumulators in registers (raised to 232), then the epilogue functor
+ *     and the stores, straight from registers.
+ * Each stage has two mbarriers: `full` (the producer's arrive.expect_tx plus
+ * the TMA bytes) and `empty` (one arrival per consumer warp, from every CTA
+ * of the cluster, once its wgmmas reading the stage have retired). Producer
+ * and consumers walk the same sequence of work units (tile, split) with
+ * the same number of k-blocks each, so they use the stages in one agreed
+ * order: iteration i uses stage i % STAGES in round i / STAGES, the
+ * consumers wait `full` for parity round & 1, the producer waits `empty`
+ * for parity (round & 1) ^ 1 (round 0 passes: the buffers start empty).
+ * While the consumers run an epilogue, the producer already fills the
+ * stages of their next unit.
+ *
+ * Operands: A [M, K] K-major (TMA box 64 k x 128 rows, 128B swizzle); B
+ * either [NB, K] K-major (trans_b: 2 boxes of 64 k x BN / 2 rows) or [K, NB]
+ * MN-major (BN / 64 boxes of 64 n x 64 k, wgmma's transpose bit). TMA
+ * zero-fills the tails, so any M, N, K >= 1 runs the same code; a box that
+ * would start past the tensor's end is pointed at column (row) 0 instead,
+ * since the accumulator columns (rows) it feeds are never stored.
+ *
+ * Clusters (FP_GEMM_CFG_CLUSTER2): two CTAs take M-tiles 2c and 2c + 1 of
+ * the same N-tile; each loads half the B boxes and multicasts them to both,
+ * and each consumer warp releases a stage in both CTAs.
+ *
+ * Paired epilogues: output tile columns [n0, n0 + BN / 2) with n0 = tn * BN
+ * / 2; the left half of the B tile holds B's columns [n0, ..), the right half
+ * [N + n0, ..), so accumulator column c and c + BN / 2 meet in one thread.
+ *
+ * gemm2 (b2b): a block computes its [128, N] intermediate with the same
+ * main loop (N <= BN), rounds it to T straight into wgmma's register A
+ * layout (no shared-memory round trip), then streams d in [64, 128] tiles
+ * through the same stages and writes out[128, 128] tile by tile.
+ */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <climits>
+#include <stdint.h>
+#include <type_traits>
+
+#include "cuda/gemm_plan.h"
+#include "gemm_common.cuh"
+#include "gemm_sm90_configs.h"
+#include "mma_sm90.cuh"
+
+#if defined(__CUDA_ARCH__) && !FP_SM90A
+/* A device pass for another architecture builds every kernel as a trap, so
+ * the device helpers below go unused there. */
+#pragma nv_diag_suppress 177
+#endif
+
+namespace fpgemm {
+
+cudaError_t sm90_run(const Problem &p, const Config &c, cudaStream_t stream);
+cudaError_t sm90_run2(const Problem2 &p, const Config &c, cudaStream_t stream);
+int sm90_kernel_stubs(const void **out, int cap);
+
+namespace {
+
+using namespace fpsm90;
+
+constexpr int kBM = 128;           /* two consumer warpgroups of 64 rows */
+constexpr int kBK = 64;            /* 64 16-bit values: one 128-byte swizzle row */
+constexpr int kThreads = 384;      /* producer warpgroup + 2 consumer warpgroups */
+constexpr int kProducerRegs = 40;  /* the producer only computes coordinates */
+constexpr int kConsumerRegs = 232; /* 128 accumulators + addressing; 40 + 2 * 232 <= 512 */
+constexpr int kGroupM = 16;    /* M-tiles per raster group: concurrent tiles share A and B in L2 */
+constexpr int kB2bBN2 = 128;   /* gemm2: out columns per step (d tile [64, 128]) */
+constexpr int kRowBytes = 128; /* bytes of one swizzled row */
+static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "the SM's register file");
+
+/* ---- shared memory ---------------------------------------------------------------
+ * From the first 1024-aligned byte: STAGES x [A tile | B tile], then the
+ * full[STAGES] and empty[STAGES] mbarriers, then one word (split-K flag). */
+template <int BN, int STAGES> struct Smem {
+  static constexpr int kABytes = kBM * kBK * 2;
+  static constexpr int kBBytes = BN * kBK * 2;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kBarOffset = STAGES * kStageBytes;
+  static constexpr int kFlagOffset = kBarOffset + STAGES * 16;
+  static constexpr int kBytes = 1024 + kFlagOffset + 16;
+  static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "swizzled tiles stay 1024-aligned");
+
+  uint32_t base; /* shared-window address of the aligned start */
+  __device__ uint32_t a(int s) const { return base + s * kStageBytes; }
+  __device__ uint32_t b(int s) const { return base + s * kStageBytes + kABytes; }
+  __device__ uint32_t full(int s) const { return base + kBarOffset + 8 * s; }
+  __device__ uint32_t empty(int s) const { return base + kBarOffset + 8 * (STAGES + s); }
+};
+
+__device__ __forceinline__ uint8_t *align1024(uint8_t *p) {
+  return reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(p) + 1023) & ~uintptr_t(1023));
+}
+
+/* Position in the stage ring: stage index and the parity of its round. */
+template <int STAGES> struct Ring {
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ void advance() {
+    if (++stage == STAGES) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+/* The 256 consumer threads only (barrier 0 is __syncthreads). */
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
+
+/* ---- the B tile --------------------------------------------------------------------
+ * kBoxes TMA boxes side by side, each kBoxCols columns (of the tile's BN).
+ * Box i's first B column: unpaired tn * BN + i * kBoxCols; paired, the
+ * left half from tn * BN / 2, the right half from N + tn * BN / 2. */
+template <int BN, bool kTransB, bool kPaired> struct BTile {
+  static constexpr int kBoxes = kTransB ? 2 : BN / 64;
+  static constexpr int kBoxCols = BN / kBoxes;
+  static constexpr int kBoxBytes = kBoxCols * kBK * 2;
+  static_assert(BN % 64 == 0 && (!kPaired || kBoxes % 2 == 0), "B tile boxes");
+
+  __device__ static int column(int i, int tn, int n, int nb) {
+    int c;
+    if constexpr (kPaired) {
+      constexpr int kHalf = kBoxes / 2;
+      c = (i < kHalf ? 0 : n) + tn * (BN / 2) + (i % kHalf) * kBoxCols;
+    } else {
+      c = tn * BN + i * kBoxCols;
+    }
+    return c < nb ? c : 0; /* past the end: feeds only columns that are never stored */
+  }
+};
+
+/* Wgmma descriptors of k16 step kk of a stage (see mma_sm90.cuh). A: the
+ * consumer's 64 rows, K-major. B: K-major for trans_b, else MN-major with
+ * its 64-column tiles 64 * 128 bytes apart. */
+__device__ __forceinline__ uint64_t desc_a(uint32_t a_rows, int kk) {
+  return make_smem_desc_sw128(a_rows + 32 * kk, 16, 8 * kRowBytes);
+}
+template <bool kTransB> __device__ __forceinline__ uint64_t desc_b(uint32_t b, int kk) {
+  return kTransB ? make_smem_desc_sw128(b + 32 * kk, 16, 8 * kRowBytes)
+                 : make_smem_desc_sw128(b + 16 * kRowBytes * kk, 64 * kRowBytes, 8 * kRowBytes);
+}
+
+/* ---- work units --------------------------------------------------------------------
+ * A unit is (tile, split). Tiles are visited in groups of kGroupM M-tiles
+ * (N-tile outer within a group), so the tiles in flight at once cover a
+ * squarish patch of the output and share their A rows and B columns in
+ * L2. With clusters the unit is a pair of M-tiles (one per CTA rank). */
+struct Unit {
+  int tm, tn, split, kb0, kb1;
+};
+
+struct Sched {
+  int mtiles, ntiles, split_k, kblocks, units;
+  template <int CL> __device__ Unit decode(int u, int rank) const {
+    Unit w;
+    w.split = u % split_k;
+    const int t = u / split_k;
+    const int mpairs = (mtiles + CL - 1) / CL;
+    const int gm = kGroupM / CL;
+    const int per_group = gm * ntiles;
+    const int group = t / per_group;
+    const int first = group * gm;
+    const int gsize = min(mpairs - first, gm);
+    const int r = t - group * per_group;
+    w.tm = (first + r % gsize) * CL + rank;
+    w.tn = r / gsize;
+    w.kb0 = static_cast<int>(static_cast<long long>(w.split) * kblocks / split_k);
+    w.kb1 = static_cast<int>(static_cast<long long>(w.split + 1) * kblocks / split_k);
+    return w;
+  }
+};
+
+/* ---- producer: one k-block of A and B into a stage --------------------------------- */
+template <int BN, int STAGES, int CL, bool kTransB, bool kPaired>
+__device__ __forceinline__ void load_ab(const Smem<BN, STAGES> &sm, int s, const CUtensorMap *ta,
+                                        const CUtensorMap *tb, int a_row, int kb, int tn, int n,
+                                        int nb, uint32_t rank) {
+  using BT = BTile<BN, kTransB, kPaired>;
+  mbar_arrive_expect_tx(sm.full(s), Smem<BN, STAGES>::kStageBytes); /* all of A and B land here */
+  tma_load_2d(sm.a(s), ta, sm.full(s), kb * kBK, a_row);
+#pragma unroll
+  for (int i = 0; i < BT::kBoxes; ++i) {
+    const int col = BT::column(i, tn, n, nb);
+    const uint32_t dst = sm.b(s) + i * BT::kBoxBytes;
+    if (CL == 1) {
+      if (kTransB)
+        tma_load_2d(dst, tb, sm.full(s), kb * kBK, col);
+      else
+        tma_load_2d(dst, tb, sm.full(s), col, kb * kBK);
+    } else if (i % CL == static_cast<int>(rank)) { /* half the boxes, to both CTAs */
+      const uint16_t mask = (1u << CL) - 1;
+      if (kTransB)
+        tma_load_2d_multicast(dst, tb, sm.full(s), kb * kBK, col, mask);
+      else
+        tma_load_2d_multicast(dst, tb, sm.full(s), col, kb * kBK, mask);
+    }
+  }
+}
+
+/* The producer waits until the consumers released the stage's previous
+ * round (round 0: parity 1 of a fresh barrier, already complete). */
+template <int STAGES>
+__device__ __forceinline__ void producer_acquire(uint32_t empty_bar, const Ring<STAGES> &ring) {
+  mbar_wait(empty_bar, ring.phase ^ 1u);
+}
+
+/* ---- consumer: the main loop over one unit's k-blocks ------------------------------- */
+
+/* A consumer warp is done with a stage: lane 0 arrives on its empty barrier
+ * in every CTA that writes it (the cluster's TMA multicast). */
+template <int CL> __device__ __forceinline__ void release_stage(uint32_t empty_bar, int lane) {
+  if (lane == 0) {
+    if (CL == 1) {
+      mbar_arrive(empty_bar);
+    } else {
+#pragma unroll
+      for (int r = 0; r < CL; ++r)
+        mbar_arrive_cluster(empty_bar, r);
+    }
+  }
+}
+
+/* acc (+)= A[rows of this warpgroup, k-blocks kb0..kb1) @ B tile. One wgmma
+ * group per k-block stays in flight: a stage is released once the group
+ * after it has been issued and it has retired. */
+template <class T, int BN, int STAGES, int CL, bool kTransB>
+__device__ __forceinline__ void mma_unit(float (&acc)[BN / 2], const Smem<BN, STAGES> &sm,
+                                         Ring<STAGES> &ring, int nk, int cw, int lane) {
+  constexpr int kWgmmaTransB = kTransB ? 0 : 1; /* trans_b: B is K-major */
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i)
+    acc[i] = 0.0f;
+  int prev = 0;
+  for (int it = 0; it < nk; ++it) {
+    mbar_wait(sm.full(ring.stage), ring.phase);
+    const uint32_t a_rows = sm.a(ring.stage) + cw * 64 * kRowBytes;
+    const uint32_t b = sm.b(ring.stage);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk)
+      Wgmma<BN, T>::template ss<kWgmmaTransB>(acc, desc_a(a_rows, kk), desc_b<kTransB>(b, kk), 1);
+    wgmma_commit();
+    if (it > 0) {
+      wgmma_wait<1>();
+      release_stage<CL>(sm.empty(prev), lane);
+    }
+    prev = ring.stage;
+    ring.advance();
+  }
+  wgmma_wait<0>(); /* unconditionally: ptxas then sees every accumulator read after a wait */
+  if (nk > 0)
+    release_stage<CL>(sm.empty(prev), lane);
+  fence_operands(acc);
+}
+
+/* ---- epilogue ------------------------------------------------------------------------ */
+
+template <class T, class Epi> struct GemmArgs {
+  typename Epi::Params ep;
+  T *out;
+  void *ws; /* split-K workspace */
+  int M, N, NB;
+  int tiles; /* mtiles * ntiles: split-K counters and slices */
+  Sched sched;
+};
+
+/* The accumulator pair (j, h) of this thread (mma_sm90.cuh's fragment)
+ * through the epilogue functor; paired: left column c and right c + BN / 2
+ * (j + BN / 16). */
+template <class Epi, int BN>
+__device__ __forceinline__ float2 apply_pair(const typename Epi::Params &ep,
+                                             const float (&acc)[BN / 2], int j, int h, int row,
+                                             int col, bool second) {
+  const int l = 4 * j + 2 * h;
+  if constexpr (Epi::kPaired) {
+    const int r = l + 4 * (BN / 16);
+    return Epi::apply(ep, row, col, make_float2(acc[l], acc[l + 1]),
+                      make_float2(acc[r], acc[r + 1]), second);
+  } else {
+    return Epi::apply(ep, row, col, make_float2(acc[l], acc[l + 1]), second);
+  }
+}
+
+/* Applies the epilogue and stores this thread's part of a tile: rows row0
+ * and row0 + 8, columns col0 + 8 j + {0, 1}. Per chunk of kChunkJ column
+ * groups, first every pair goes through the functor (results back into
+ * acc), then every store: the compiler cannot move an operand load (bias,
+ * add) above a store to out, which may alias it as far as it knows, so
+ * interleaving them would wait out a load latency per pair; chunks keep the
+ * loads in flight within the register budget (128 accumulators + 64).
+ * kInterior: the tile lies inside [M, N], N is even and out 4-byte
+ * aligned, so no predicates and one 4-byte store per pair at a constant
+ * offset from the row's start; otherwise predicated store_pair. */
+template <class T, class Epi, int BN, bool kInterior>
+__device__ __forceinline__ void store_tile(const typename Epi::Params &ep, T *out, int m, int n,
+                                           float (&acc)[BN / 2], int row0, int col0) {
+  constexpr int kJ = (Epi::kPaired ? BN / 2 : BN) / 8; /* column groups of 8 */
+  constexpr int kChunkJ = kJ < 16 ? kJ : 16;
+#pragma unroll
+  for (int j0 = 0; j0 < kJ; j0 += kChunkJ) {
+#pragma unroll
+    for (int j = j0; j < j0 + kChunkJ; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 8 * h, col = col0 + 8 * j, l = 4 * j + 2 * h;
+        if (kInterior || (row < m && col < n)) {
+          const float2 v = apply_pair<Epi, BN>(ep, acc, j, h, row, col, kInterior || col + 1 < n);
+          acc[l] = v.x;
+          acc[l + 1] = v.y;
+        }
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 8 * h;
+      if (!kInterior && row >= m)
+        continue;
+      T *dst = out + static_cast<long long>(row) * n + col0;
+#pragma unroll
+      for (int j = j0; j < j0 + kChunkJ; ++j) {
+        const int col = col0 + 8 * j, l = 4 * j + 2 * h;
+        if (kInterior)
+          *reinterpret_cast<uint32_t *>(dst + 8 * j) = pack2<T>(acc[l], acc[l + 1]); /* RN */
+        else if (col < n)
+          store_pair<T>(out, n, row, col, make_float2(acc[l], acc[l + 1]), col + 1 < n);
+      }
+    }
+  }
+}
+
+/* Applies the epilogue to this thread's accumulators of tile (tm, tn) and
+ * stores them. Interior tiles of EpiLinear get the kind as a compile-time
+ * constant (its branches and unused operand loads fold away). */
+template <class T, class Epi, int BN>
+__device__ __forceinline__ void epilogue_store(const GemmArgs<T, Epi> &args, float (&acc)[BN / 2],
+                                               int tm, int tn, int cw, int warp, int lane) {
+  constexpr int kCols = Epi::kPaired ? BN / 2 : BN;
+  const int row0 = tm * kBM + cw * 64 + warp * 16 + lane / 4;
+  const int col0 = tn * kCols + 2 * (lane % 4);
+  const bool interior = (tm + 1) * kBM <= args.M && (tn + 1) * kCols <= args.N &&
+                        (args.N & 1) == 0 && (reinterpret_cast<uintptr_t>(args.out) & 3) == 0;
+  if (!interior) {
+    store_tile<T, Epi, BN, false>(args.ep, args.out, args.M, args.N, acc, row0, col0);
+    return;
+  }
+  if constexpr (std::is_same<Epi, EpiLinear<T>>::value) {
+    typename Epi::Params ep = args.ep;
+    switch (args.ep.kind) {
+#define FP_SM90_KIND(K)                                                                            \
+  case K:                                                                                          \
+    ep.kind = K;                                                                                   \
+    store_tile<T, Epi, BN, true>(ep, args.out, args.M, args.N, acc, row0, col0);                   \
+    return;
+      FP_SM90_KIND(FP_EPI_NONE)
+      FP_SM90_KIND(FP_EPI_BIAS)
+      FP_SM90_KIND(FP_EPI_ADD)
+      FP_SM90_KIND(FP_EPI_RELU)
+      FP_SM90_KIND(FP_EPI_BIAS_RELU)
+      FP_SM90_KIND(FP_EPI_ADD_RELU)
+#undef FP_SM90_KIND
+    default:
+      return;
+    }
+  } else {
+    store_tile<T, Epi, BN, true>(args.ep, args.out, args.M, args.N, acc, row0, col0);
+  }
+}
+
+/* Split-K: write this split's partial tile to its slice; the block that
+ * arrives last on the tile's counter sums the slices in order 0..split_k-1
+ * into acc and returns true (the caller then runs the epilogue), and
+ * resets the counter. The slice is row-major [kBM, BN] within the tile, in
+ * the B tile's column order (paired: left half, then right half). */
+template <class T, class Epi, int BN>
+__device__ __forceinline__ bool split_reduce(const GemmArgs<T, Epi> &args, float (&acc)[BN / 2],
+                                             const Unit &w, int cw, int warp, int lane,
+                                             volatile int *flag) {
+  const int split_k = args.sched.split_k;
+  const long long tile = static_cast<long long>(w.tm) * args.sched.ntiles + w.tn;
+  const int lrow = cw * 64 + warp * 16 + lane / 4;
+  const int lcol = 2 * (lane % 4);
+  float *mine = split_slice(args.ws, args.tiles, tile, w.split, kBM, BN);
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      __stcg(reinterpret_cast<float2 *>(mine + (lrow + 8 * h) * BN + lcol + 8 * j),
+             make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]));
+  __threadfence(); /* the partial is visible device-wide before the arrival below */
+  consumers_sync();
+  if (threadIdx.x == 128) {
+    unsigned *counter = split_counters(args.ws) + tile;
+    const unsigned arrived = atomicAdd(counter, 1u);
+    const int last = arrived == static_cast<unsigned>(split_k - 1);
+    if (last) {
+      __threadfence(); /* acquire: the other splits' partials before our reads */
+      *counter = 0u;   /* left zeroed for the next launch */
+    }
+    *flag = last;
+  }
+  consumers_sync();
+  const bool last = *flag != 0;
+  if (!last)
+    return false;
+  __threadfence();
+  const float *base = split_slice(args.ws, args.tiles, tile, 0, kBM, BN);
+  const long long slice_stride = static_cast<long long>(args.tiles) * kBM * BN;
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float *p = base + (lrow + 8 * h) * BN + lcol + 8 * j;
+      float2 sum = __ldcg(reinterpret_cast<const float2 *>(p));
+      for (int s = 1; s < split_k; ++s) {
+        const float2 v = __ldcg(reinterpret_cast<const float2 *>(p + s * slice_stride));
+        sum.x += v.x;
+        sum.y += v.y;
+      }
+      acc[4 * j + 2 * h] = sum.x;
+      acc[4 * j + 2 * h + 1] = sum.y;
+    }
+  return true;
+}
+
+/* ---- the GEMM kernel ------------------------------------------------------------------ */
+
+template <class T, class Epi, int BN, int STAGES, int CL, bool kSplit, bool kTransB>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_kernel(const __grid_constant__ CUtensorMap tma_a,
+                const __grid_constant__ CUtensorMap tma_b, const GemmArgs<T, Epi> args) {
+#if FP_SM90A
+  static_assert(CL == 1 || BTile<BN, kTransB, Epi::kPaired>::kBoxes % CL == 0, "multicast split");
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = align1024(smem_raw);
+  const Smem<BN, STAGES> sm{smem_u32(smem)};
+  volatile int *flag = reinterpret_cast<volatile int *>(smem + Smem<BN, STAGES>::kFlagOffset);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(sm.full(s), 1);       /* the producer's arrive.expect_tx */
+      mbar_init(sm.empty(s), 8 * CL); /* every consumer warp of every CTA it feeds */
+    }
+    fence_mbar_init();
+  }
+  if (CL > 1)
+    cluster_sync(); /* the peer's barriers exist before we multicast or arrive on them */
+  else
+    __syncthreads();
+
+  const uint32_t rank = CL > 1 ? cluster_ctarank() : 0u;
+  const int first = CL > 1 ? static_cast<int>(cluster_id_x()) : static_cast<int>(blockIdx.x);
+  const int step = CL > 1 ? static_cast<int>(cluster_count_x()) : static_cast<int>(gridDim.x);
+  const Sched &sc = args.sched;
+
+  if (threadIdx.x < 128) {
+    /* producer warpgroup */
+    setmaxnreg_dec<kProducerRegs>();
+    if (threadIdx.x == 0) {
+      tma_prefetch_map(&tma_a);
+      tma_prefetch_map(&tma_b);
+      Ring<STAGES> ring;
+      for (int u = first; u < sc.units; u += step) {
+        const Unit w = sc.decode<CL>(u, rank);
+        const int a_row = w.tm * kBM < args.M ? w.tm * kBM : 0; /* a phantom cluster tile */
+        for (int kb = w.kb0; kb < w.kb1; ++kb) {
+          producer_acquire<STAGES>(sm.empty(ring.stage), ring);
+          load_ab<BN, STAGES, CL, kTransB, Epi::kPaired>(sm, ring.stage, &tma_a, &tma_b, a_row, kb,
+                                                         w.tn, args.N, args.NB, rank);
+          ring.advance();
+        }
+      }
+    }
+  } else {
+    /* consumer warpgroups */
+    setmaxnreg_inc<kConsumerRegs>();
+    const int cw = threadIdx.x / 128 - 1;
+    const int warp = (threadIdx.x / 32) % 4;
+    const int lane = threadIdx.x % 32;
+    float acc[BN / 2];
+    Ring<STAGES> ring;
+    for (int u = first; u < sc.units; u += step) {
+      const Unit w = sc.decode<CL>(u, rank);
+      mma_unit<T, BN, STAGES, CL, kTransB>(acc, sm, ring, w.kb1 - w.kb0, cw, lane);
+      if (w.tm >= sc.mtiles)
+        continue; /* the phantom half of a cluster pair: nothing to store */
+      if (kSplit && sc.split_k > 1) {
+        if (!split_reduce<T, Epi, BN>(args, acc, w, cw, warp, lane, flag))
+          continue;
+      }
+      epilogue_store<T, Epi, BN>(args, acc, w.tm, w.tn, cw, warp, lane);
+    }
+  }
+  if (CL > 1)
+    cluster_sync(); /* no CTA leaves while its peer may still arrive on its barriers */
+#else
+  __trap(); /* built for sm_90a only */
+#endif
+}
+
+/* ---- the b2b (gemm2) kernel -------------------------------------------------------------- */
+
+/* gemm2's output: the product as it is. */
+struct EpiIdentity {
+  static constexpr bool kPaired = false;
+  struct Params {};
+  __device__ __forceinline__ static float2 apply(const Params &, long long, long long, float2 acc,
+                                                 bool) {
+    return acc;
+  }
+};
+
+template <class T> struct Gemm2Args {
+  T *out;
+  int M, N, P;
+  int mtiles, ptiles, pgroups, units, kblocks, nchunks;
+};
+
+template <class T, int BN, int STAGES, bool kTransB>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm2_kernel(const __grid_constant__ CUtensorMap tma_a,
+                 const __grid_constant__ CUtensorMap tma_b,
+                 const __grid_constant__ CUtensorMap tma_d, const Gemm2Args<T> args) {
+#if FP_SM90A
+  constexpr int kDBytes = kBK * kB2bBN2 * 2; /* one d tile: 64 rows (n) x 128 columns (p) */
+  static_assert(kDBytes <= Smem<BN, STAGES>::kStageBytes, "a d tile fits a stage");
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = align1024(smem_raw);
+  const Smem<BN, STAGES> sm{smem_u32(smem)};
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(sm.full(s), 1);
+      mbar_init(sm.empty(s), 8);
+    }
+    fence_mbar_init();
+  }
+  __syncthreads();
+
+  if (threadIdx.x < 128) {
+    setmaxnreg_dec<kProducerRegs>();
+    if (threadIdx.x == 0) {
+      tma_prefetch_map(&tma_a);
+      tma_prefetch_map(&tma_b);
+      tma_prefetch_map(&tma_d);
+      Ring<STAGES> ring;
+      for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
+        const int tm = u / args.pgroups, pg = u % args.pgroups;
+        const int pt0 = pg * args.ptiles / args.pgroups,
+                  pt1 = (pg + 1) * args.ptiles / args.pgroups;
+        for (int kb = 0; kb < args.kblocks; ++kb) { /* the intermediate [128, N] */
+          producer_acquire<STAGES>(sm.empty(ring.stage), ring);
+          load_ab<BN, STAGES, 1, kTransB, false>(sm, ring.stage, &tma_a, &tma_b, tm * kBM, kb, 0,
+                                                 args.N, args.N, 0u);
+          ring.advance();
+        }
+        for (int pt = pt0; pt < pt1; ++pt) /* then d, [64 n, 128 p] per stage */
+          for (int ch = 0; ch < args.nchunks; ++ch) {
+            producer_acquire<STAGES>(sm.empty(ring.stage), ring);
+            const uint32_t full = sm.full(ring.stage);
+            mbar_arrive_expect_tx(full, kDBytes);
+#pragma unroll
+            for (int i = 0; i < kB2bBN2 / 64; ++i) {
+              const int col = pt * kB2bBN2 + i * 64;
+              tma_load_2d(sm.a(ring.stage) + i * 64 * kRowBytes, &tma_d, full,
+                          col < args.P ? col : 0, ch * kBK);
+            }
+            ring.advance();
+          }
+      }
+    }
+  } else {
+    setmaxnreg_inc<kConsumerRegs>();
+    const int cw = threadIdx.x / 128 - 1;
+    const int warp = (threadIdx.x / 32) % 4;
+    const int lane = threadIdx.x % 32;
+    float acc[BN / 2];
+    uint32_t afrag[BN / 16][4]; /* the rounded intermediate as wgmma A fragments, k16 step s */
+    float acc2[kB2bBN2 / 2];
+    Ring<STAGES> ring;
+    for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
+      const int tm = u / args.pgroups, pg = u % args.pgroups;
+      const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
+      mma_unit<T, BN, STAGES, 1, kTransB>(acc, sm, ring, args.kblocks, cw, lane);
+      /* Round to T and pack (mma_sm90.cuh: a[0..3] of step s are accumulators
+       * 8 s .. 8 s + 7). Columns >= N are zeroed: d's rows there are TMA
+       * zeros, and 0 * (a clamped box's values) must not make NaN. */
+#pragma unroll
+      for (int s = 0; s < BN / 16; ++s) {
+        const int c = 16 * s + 2 * (lane % 4);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int cq = c + 8 * (q / 2);
+          const float x = cq < args.N ? acc[8 * s + 2 * q] : 0.0f;
+          const float y = cq + 1 < args.N ? acc[8 * s + 2 * q + 1] : 0.0f;
+          afrag[s][q] = pack2<T>(x, y);
+        }
+      }
+      for (int pt = pt0; pt < pt1; ++pt) {
+#pragma unroll
+        for (int i = 0; i < kB2bBN2 / 2; ++i)
+          acc2[i] = 0.0f;
+        int prev = 0;
+#pragma unroll
+        for (int ch = 0; ch < BN / 64; ++ch) {
+          if (ch < args.nchunks) {
+            mbar_wait(sm.full(ring.stage), ring.phase);
+            const uint32_t d = sm.a(ring.stage);
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < kBK / 16; ++kk)
+              Wgmma<kB2bBN2, T>::template rs<1>(acc2, afrag[4 * ch + kk], desc_b<false>(d, kk), 1);
+            wgmma_commit();
+            if (ch > 0) {
+              wgmma_wait<1>();
+              release_stage<1>(sm.empty(prev), lane);
+            }
+            prev = ring.stage;
+            ring.advance();
+          }
+        }
+        wgmma_wait<0>();
+        release_stage<1>(sm.empty(prev), lane);
+        fence_operands(acc2);
+        const int row0 = tm * kBM + cw * 64 + warp * 16 + lane / 4;
+        const int col0 = pt * kB2bBN2 + 2 * (lane % 4);
+        const EpiIdentity::Params none{};
+        if ((tm + 1) * kBM <= args.M && (pt + 1) * kB2bBN2 <= args.P && (args.P & 1) == 0 &&
+            (reinterpret_cast<uintptr_t>(args.out) & 3) == 0)
+          store_tile<T, EpiIdentity, kB2bBN2, true>(none, args.out, args.M, args.P, acc2, row0,
+                                                    col0);
+        else
+          store_tile<T, EpiIdentity, kB2bBN2, false>(none, args.out, args.M, args.P, acc2, row0,
+                                                     col0);
+      }
+    }
+  }
+#else
+  __trap(); /* built for sm_90a only */
+#endif
+}
+
+/* ---- host: tensor maps -------------------------------------------------------------------- */
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void *p = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+/* A row-major [outer, inner] 16-bit tensor with leading dimension ld
+ * (elements), boxes of [box_outer, box_inner], 128B swizzle, zero fill. */
+cudaError_t encode_2d(CUtensorMap *map, int dtype, const void *ptr, long long inner,
+                      long long outer, long long ld, int box_inner, int box_outer) {
+  const PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
+  if (fn == nullptr)
+    return cudaErrorNotSupported;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2u};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_inner),
+                             static_cast<cuuint32_t>(box_outer)};
+  const cuuint32_t estrides[2] = {1, 1};
+  const CUtensorMapDataType ty = dtype == Storage<__nv_bfloat16>::kDtype
+                                     ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                     : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUresult r = fn(map, ty, 2, const_cast<void *>(ptr), dims, strides, box, estrides,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+/* The B operand's map: [nb, K] K-major boxes of [BN / 2 rows, 64 k], or
+ * [K, nb] MN-major boxes of [64 k, 64 n] (BTile). */
+cudaError_t encode_b(CUtensorMap *map, int dtype, const void *b, bool trans_b, long long k,
+                     long long nb, long long ldb, int bn) {
+  return trans_b ? encode_2d(map, dtype, b, k, nb, ldb, kBK, bn / 2)
+                 : encode_2d(map, dtype, b, nb, k, ldb, 64, kBK);
+}
+
+/* ---- host: checks ---------------------------------------------------------------------- */
+
+constexpr long long kMaxCoord = INT_MAX - 1024; /* TMA coordinates and our indices are int */
+
+bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+/* A 16-bit operand TMA can read: 16-byte aligned start and rows, ld >= the
+ * row length. */
+bool operand_ok(const void *p, long long ld, long long row_len) {
+  return p != nullptr && aligned16(p) && ld >= row_len && (ld * 2) % 16 == 0 && ld <= kMaxCoord;
+}
+
+bool dtype_ok(int dtype) {
+  return dtype == Storage<__half>::kDtype || dtype == Storage<__nv_bfloat16>::kDtype;
+}
+
+/* The device runs sm_90a code (compute capability 9.0 exactly); SM count. */
+cudaError_t device_info(int *sms) {
+  int dev = 0, major = 0, minor = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess && (major != 9 || minor != 0))
+    e = cudaErrorNoKernelImageForDevice;
+  return e;
+}
+
+/* Per kernel instantiation and device: the shared-memory opt-in (set once)
+ * and, for clusters, how many clusters fit at once (asked once). */
+template <class Kernel> struct KernelOnce {
+  static constexpr int kMaxDev = 64;
+  std::atomic<int> smem_set[kMaxDev] = {};
+  std::atomic<int> max_clusters[kMaxDev] = {};
+};
+
+template <class Kernel>
+cudaError_t prepare(KernelOnce<Kernel> &once, Kernel kernel, int smem_bytes) {
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess)
+    return e;
+  if (dev < KernelOnce<Kernel>::kMaxDev && once.smem_set[dev].load(std::memory_order_acquire))
+    return cudaSuccess;
+  e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  if (e == cudaSuccess && dev < KernelOnce<Kernel>::kMaxDev)
+    once.smem_set[dev].store(1, std::memory_order_release);
+  return e;
+}
+
+/* ---- host: the GEMM launch ----------------------------------------------------------------- */
+
+template <class T> typename EpiLinear<T>::Params epi_params(const Problem &p, EpiLinear<T> *) {
+  return {p.epilogue, static_cast<const T *>(p.bias), static_cast<const T *>(p.add), p.N};
+}
+template <class T> typename EpiSplitAct<T>::Params epi_params(const Problem &p, EpiSplitAct<T> *) {
+  return {p.N};
+}
+template <class T> typename EpiGeglu<T>::Params epi_params(const Problem &p, EpiGeglu<T> *) {
+  return {static_cast<const T *>(p.bias), p.N};
+}
+
+template <class T, class Epi, int BN, int STAGES, int CL, bool kSplit, bool kTransB>
+cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
+  constexpr int kSmem = Smem<BN, STAGES>::kBytes;
+  auto kernel = gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, kTransB>;
+  static KernelOnce<decltype(kernel)> once;
+
+  int sms = 0;
+  cudaError_t e = device_info(&sms);
+  if (e != cudaSuccess)
+    return e;
+  const long long nb = Epi::kPaired ? 2 * p.N : p.N;
+  const int out_cols = Epi::kPaired ? BN / 2 : BN;
+  GemmArgs<T, Epi> args;
+  args.ep = epi_params<T>(p, static_cast<Epi *>(nullptr));
+  args.out = static_cast<T *>(p.out);
+  args.ws = p.ws;
+  args.M = static_cast<int>(p.M);
+  args.N = static_cast<int>(p.N);
+  args.NB = static_cast<int>(nb);
+  Sched &sc = args.sched;
+  sc.mtiles = static_cast<int>((p.M + kBM - 1) / kBM);
+  sc.ntiles = static_cast<int>((p.N + out_cols - 1) / out_cols);
+  sc.split_k = split_k;
+  sc.kblocks = static_cast<int>((p.K + kBK - 1) / kBK);
+  args.tiles = sc.mtiles * sc.ntiles;
+  const long long mpairs = (sc.mtiles + CL - 1) / CL;
+  const long long units = mpairs * sc.ntiles * split_k;
+  if (static_cast<long long>(sc.mtiles) * sc.ntiles > kMaxCoord || units > kMaxCoord)
+    return cudaErrorInvalidValue;
+  sc.units = static_cast<int>(units);
+  if (split_k > 1) {
+    if (p.ws == nullptr || (reinterpret_cast<uintptr_t>(p.ws) & 15u) != 0 ||
+        p.ws_bytes < split_workspace_bytes(args.tiles, split_k, kBM, BN))
+      return cudaErrorInvalidValue;
+  }
+
+  CUtensorMap ta, tb;
+  e = encode_2d(&ta, p.dtype, p.a, p.K, p.M, p.lda, kBK, kBM);
+  if (e == cudaSuccess)
+    e = encode_b(&tb, p.dtype, p.b, p.trans_b != 0, p.K, nb, p.ldb, BN);
+  if (e == cudaSuccess)
+    e = prepare(once, kernel, kSmem);
+  if (e != cudaSuccess)
+    return e;
+
+  /* Persistent grid: as many CTAs (clusters) as fit at once, at most one
+   * per unit. One CTA per SM (the shared memory allows no more). */
+  long long slots = sms;
+  if (CL > 1) {
+    int dev = 0;
+    e = cudaGetDevice(&dev);
+    if (e != cudaSuccess)
+      return e;
+    int fit = dev < KernelOnce<decltype(kernel)>::kMaxDev ? once.max_clusters[dev].load() : 0;
+    if (fit == 0) {
+      cudaLaunchConfig_t q = {};
+      cudaLaunchAttribute qa[1];
+      qa[0].id = cudaLaunchAttributeClusterDimension;
+      qa[0].val.clusterDim.x = CL;
+      qa[0].val.clusterDim.y = 1;
+      qa[0].val.clusterDim.z = 1;
+      q.gridDim = dim3(static_cast<unsigned>(sms / CL * CL));
+      q.blockDim = dim3(kThreads);
+      q.dynamicSmemBytes = kSmem;
+      q.attrs = qa;
+      q.numAttrs = 1;
+      e = cudaOccupancyMaxActiveClusters(&fit, kernel, &q);
+      if (e != cudaSuccess)
+        return e;
+      if (fit <= 0)
+        return cudaErrorInvalidConfiguration;
+      if (dev < KernelOnce<decltype(kernel)>::kMaxDev)
+        once.max_clusters[dev].store(fit);
+    }
+    slots = fit;
+  }
+  const long long clusters = units < slots ? units : slots;
+
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CL;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3(static_cast<unsigned>(clusters * CL));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = kSmem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = CL > 1 ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, ta, tb, args);
+}
+
+/* Picks T, trans_b and the epilogue at run time for one table row. */
+template <int BN, int STAGES, unsigned FLAGS>
+cudaError_t run_row(const Problem &p, const Config &c, cudaStream_t stream) {
+  constexpr bool kPairedRow = (FLAGS & FP_GEMM_CFG_PAIRED) != 0;
+  constexpr bool kSplit = (FLAGS & FP_GEMM_CFG_SPLIT_K) != 0;
+  constexpr int CL = (FLAGS & FP_GEMM_CFG_CLUSTER2) ? 2 : 1;
+  if constexpr ((FLAGS & FP_GEMM_CFG_B2B) != 0) {
+    return cudaErrorInvalidValue; /* a gemm2 row */
+  } else {
+    const int split_k = c.split_k < 1 ? 1 : c.split_k;
+    if (split_k > 1 && !kSplit) /* more splits than k-blocks is fine: the extra ones add zeros */
+      return cudaErrorInvalidValue;
+    if (FP_EPI_PAIRED(p.epilogue) != kPairedRow)
+      return cudaErrorInvalidValue;
+    const auto for_t = [&](auto tag) -> cudaError_t {
+      using T = decltype(tag);
+      const auto for_epi = [&](auto epi_tag) -> cudaError_t {
+        using Epi = std::remove_pointer_t<decltype(epi_tag)>;
+        if (p.trans_b)
+          return launch_gemm<T, Epi, BN, STAGES, CL, kSplit, true>(p, split_k, stream);
+        return launch_gemm<T, Epi, BN, STAGES, CL, kSplit, false>(p, split_k, stream);
+      };
+      if constexpr (kPairedRow) {
+        if (p.epilogue == FP_EPI_SPLIT_ACT)
+          return for_epi(static_cast<EpiSplitAct<T> *>(nullptr));
+        return for_epi(static_cast<EpiGeglu<T> *>(nullptr));
+      } else {
+        return for_epi(static_cast<EpiLinear<T> *>(nullptr));
+      }
+    };
+    if (p.dtype == Storage<__half>::kDtype)
+      return for_t(__half());
+    return for_t(__nv_bfloat16());
+  }
+}
+
+/* ---- host: the gemm2 launch ---------------------------------------------------------------- */
+
+template <class T, int BN, int STAGES, bool kTransB>
+cudaError_t launch_gemm2(const Problem2 &p, cudaStream_t stream) {
+  constexpr int kSmem = Smem<BN, STAGES>::kBytes;
+  auto kernel = gemm2_kernel<T, BN, STAGES, kTransB>;
+  static KernelOnce<decltype(kernel)> once;
+
+  int sms = 0;
+  cudaError_t e = device_info(&sms);
+  if (e != cudaSuccess)
+    return e;
+  Gemm2Args<T> args;
+  args.out = static_cast<T *>(p.out);
+  args.M = static_cast<int>(p.M);
+  args.N = static_cast<int>(p.N);
+  args.P = static_cast<int>(p.P);
+  args.mtiles = static_cast<int>((p.M + kBM - 1) / kBM);
+  args.ptiles = static_cast<int>((p.P + kB2bBN2 - 1) / kB2bBN2);
+  args.kblocks = static_cast<int>((p.K + kBK - 1) / kBK);
+  args.nchunks = static_cast<int>((p.N + kBK - 1) / kBK);
+  /* Split each row tile's P range over pgroups blocks when row tiles alone
+   * leave SMs idle: each group recomputes the [128, N] intermediate, so pick
+   * the count that minimises waves x (work per unit), in k-block MMAs of
+   * 128 x 128 x 64. */
+  long long best_cost = LLONG_MAX;
+  int best = 1;
+  for (int pg = 1; pg <= args.ptiles; ++pg) {
+    const long long units = static_cast<long long>(args.mtiles) * pg;
+    const long long waves = (units + sms - 1) / sms;
+    const long long per_unit = static_cast<long long>(args.kblocks) * (BN / 128) +
+                               static_cast<long long>((args.ptiles + pg - 1) / pg) * args.nchunks;
+    const long long cost = waves * per_unit;
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = pg;
+    }
+    if (units >= sms)
+      break; /* more groups only add waves */
+  }
+  args.pgroups = best;
+  const long long units = static_cast<long long>(args.mtiles) * best;
+  if (units > kMaxCoord)
+    return cudaErrorInvalidValue;
+  args.units = static_cast<int>(units);
+
+  CUtensorMap ta, tb, td;
+  e = encode_2d(&ta, p.dtype, p.a, p.K, p.M, p.lda, kBK, kBM);
+  if (e == cudaSuccess)
+    e = encode_b(&tb, p.dtype, p.b, p.trans_b != 0, p.K, p.N, p.ldb, BN);
+  if (e == cudaSuccess)
+    e = encode_2d(&td, p.dtype, p.d, p.P, p.N, p.ldd, 64, kBK);
+  if (e == cudaSuccess)
+    e = prepare(once, kernel, kSmem);
+  if (e != cudaSuccess)
+    return e;
+  const long long grid = units < sms ? units : sms;
+  kernel<<<static_cast<unsigned>(grid), kThreads, kSmem, stream>>>(ta, tb, td, args);
+  return cudaGetLastError();
+}
+
+template <int BN, int STAGES, unsigned FLAGS>
+cudaError_t run2_row(const Problem2 &p, cudaStream_t stream) {
+  if constexpr ((FLAGS & FP_GEMM_CFG_B2B) == 0) {
+    return cudaErrorInvalidValue; /* a gemm row */
+  } else {
+    if (p.N > BN)
+      return cudaErrorInvalidValue;
+    if (p.dtype == Storage<__half>::kDtype)
+      return p.trans_b ? launch_gemm2<__half, BN, STAGES, true>(p, stream)
+                       : launch_gemm2<__half, BN, STAGES, false>(p, stream);
+    return p.trans_b ? launch_gemm2<__nv_bfloat16, BN, STAGES, true>(p, stream)
+                     : launch_gemm2<__nv_bfloat16, BN, STAGES, false>(p, stream);
+  }
+}
+
+/* Every table row is one the kernels support (checked at compile time). */
+template <int BM, int BN, int BK, int STAGES, int THREADS, int SMEM, unsigned FLAGS>
+constexpr bool row_ok() {
+  return BM == kBM && BK == kBK && THREADS == kThreads && SMEM == Smem<BN, STAGES>::kBytes &&
+         (BN == 64 || BN == 128 || BN == 256) &&
+         (!(FLAGS & FP_GEMM_CFG_B2B) || (BN >= 128 && !(FLAGS & ~FP_GEMM_CFG_B2B))) &&
+         (!(FLAGS & FP_GEMM_CFG_PAIRED) || BN >= 128) &&
+         (!(FLAGS & FP_GEMM_CFG_CLUSTER2) || BN >= 128);
+}
+#define FP_SM90_CHECK_ROW(IDX, BM, BN, BK, ST, TH, SMEM, FL)                                       \
+  static_assert(row_ok<BM, BN, BK, ST, TH, SMEM, (FL)>(), "gemm_sm90_configs.h row " #IDX);
+FP_GEMM_SM90_CONFIGS(FP_SM90_CHECK_ROW)
+#undef FP_SM90_CHECK_ROW
+
+/* ---- host: kernel stubs ---------------------------------------------------------------------- */
+
+struct StubList {
+  const void **out;
+  int cap, n;
+  void add(const void *k) {
+    if (n < cap && out != nullptr)
+      out[n] = k;
+    ++n;
+  }
+};
+
+template <class T, class Epi, int BN, int STAGES, unsigned FLAGS> void stubs_epi(StubList &l) {
+  constexpr bool kSplit = (FLAGS & FP_GEMM_CFG_SPLIT_K) != 0;
+  constexpr int CL = (FLAGS & FP_GEMM_CFG_CLUSTER2) ? 2 : 1;
+  l.add(reinterpret_cast<const void *>(gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, false>));
+  l.add(reinterpret_cast<const void *>(gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, true>));
+}
+template <class T, int BN, int STAGES, unsigned FLAGS> void stubs_t(StubList &l) {
+  if constexpr ((FLAGS & FP_GEMM_CFG_B2B) != 0) {
+    l.add(reinterpret_cast<const void *>(gemm2_kernel<T, BN, STAGES, false>));
+    l.add(reinterpret_cast<const void *>(gemm2_kernel<T, BN, STAGES, true>));
+  } else if constexpr ((FLAGS & FP_GEMM_CFG_PAIRED) != 0) {
+    stubs_epi<T, EpiSplitAct<T>, BN, STAGES, FLAGS>(l);
+    stubs_epi<T, EpiGeglu<T>, BN, STAGES, FLAGS>(l);
+  } else {
+    stubs_epi<T, EpiLinear<T>, BN, STAGES, FLAGS>(l);
+  }
+}
+template <int BN, int STAGES, unsigned FLAGS> void stubs_row(StubList &l) {
+  stubs_t<__half, BN, STAGES, FLAGS>(l);
+  stubs_t<__nv_bfloat16, BN, STAGES, FLAGS>(l);
+}
+
+} // namespace
+
+/* ---- exports ------------------------------------------------------------------------------ */
+
+cudaError_t sm90_run(const Problem &p, const Config &c, cudaStream_t stream) {
+  if (!dtype_ok(p.dtype) || p.out == nullptr || p.M < 1 || p.N < 1 || p.K < 1 || p.M > kMaxCoord ||
+      p.K > kMaxCoord || p.epilogue < 0 || p.epilogue >= FP_EPI_COUNT)
+    return cudaErrorInvalidValue;
+  const long long nb = FP_EPI_PAIRED(p.epilogue) ? 2 * p.N : p.N;
+  if (nb > kMaxCoord || !operand_ok(p.a, p.lda, p.K) ||
+      !operand_ok(p.b, p.ldb, p.trans_b ? p.K : nb))
+    return cudaErrorInvalidValue;
+  if ((FP_EPI_READS_BIAS(p.epilogue) && p.bias == nullptr) ||
+      (FP_EPI_READS_ADD(p.epilogue) && p.add == nullptr))
+    return cudaErrorInvalidValue;
+  const int cluster = c.cluster < 1 ? 1 : c.cluster;
+#define FP_SM90_RUN_ROW(IDX, BM, BN, BK, ST, TH, SMEM, FL)                                         \
+  case IDX:                                                                                        \
+    if (c.bm != (BM) || c.bn != (BN) || c.bk != (BK) || c.stages != (ST) || c.threads != (TH) ||   \
+        cluster != (((FL)&FP_GEMM_CFG_CLUSTER2) ? 2 : 1))                                          \
+      return cudaErrorInvalidValue;                                                                \
+    return run_row<BN, ST, (FL)>(p, c, stream);
+  switch (c.index) {
+    FP_GEMM_SM90_CONFIGS(FP_SM90_RUN_ROW)
+  default:
+    return cudaErrorInvalidValue;
+  }
+#undef FP_SM90_RUN_ROW
+}
+
+cudaError_t sm90_run2(const Problem2 &p, const Config &c, cudaStream_t stream) {
+  if (!dtype_ok(p.dtype) || p.out == nullptr || p.M < 1 || p.N < 1 || p.K < 1 || p.P < 1 ||
+      p.M > kMaxCoord || p.K > kMaxCoord || p.P > kMaxCoord || c.split_k > 1)
+    return cudaErrorInvalidValue;
+  if (!operand_ok(p.a, p.lda, p.K) || !operand_ok(p.b, p.ldb, p.trans_b ? p.K : p.N) ||
+      !operand_ok(p.d, p.ldd, p.P))
+    return cudaErrorInvalidValue;
+#define FP_SM90_RUN2_ROW(IDX, BM, BN, BK, ST, TH, SMEM, FL)                                        \
+  case IDX:                                                                                        \
+    if (c.bm != (BM) || c.bn != (BN) || c.bk != (BK) || c.stages != (ST) || c.threads != (TH))     \
+      return cudaErrorInvalidValue;                                                                \
+    return run2_row<BN, ST, (FL)>(p, stream);
+  switch (c.index) {
+    FP_GEMM_SM90_CONFIGS(FP_SM90_RUN2_ROW)
+  default:
+    return cudaErrorInvalidValue;
+  }
+#undef FP_SM90_RUN2_ROW
+}
+
+int sm90_kernel_stubs(const void **out, int cap) {
+  StubList l{out, cap, 0};
+#define FP_SM90_STUB_ROW(IDX, BM, BN, BK, ST, TH, SMEM, FL) stubs_row<BN, ST, (FL)>(l);
+  FP_GEMM_SM90_CONFIGS(FP_SM90_STUB_ROW)
+#undef FP_SM90_STUB_ROW
+  return l.n;
+}
+
+} // namespace fpgemm

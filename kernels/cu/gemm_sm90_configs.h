@@ -1,0 +1,48 @@
+/* fuseport GEMM, path SM90 (TMA + wgmma, Hopper sm_90a): the tile
+ * configurations, as data (the X-macro convention of
+ * backend/cuda/gemm_plan.h). Plain C: the planner includes it too; FLAGS
+ * name FP_GEMM_CFG_* bits, so include gemm_plan.h before expanding.
+ *
+ *   X(INDEX, BM, BN, BK, STAGES, THREADS, SMEM_BYTES, FLAGS)
+ *
+ * Every row: BM = 128 (two consumer warpgroups of 64 rows; one producer
+ * warpgroup issues TMA), BK = 64 (one 128-byte swizzle row of 16-bit
+ * values), THREADS = 384, a persistent grid. BN is the width of one
+ * wgmma (m64nBNk16) per consumer warpgroup; a PAIRED row's block stores
+ * BN / 2 output columns (the left and right halves of its B tile). A B2B
+ * row computes gemm2_<dt> for N <= BN: its [128, N] intermediate stays in
+ * registers, and d is streamed in [64, 128] tiles through the same stages.
+ *
+ * SMEM_BYTES = 1024 (alignment slack: swizzled tiles start 1024-aligned)
+ *            + STAGES * (BM + BN) * BK * 2 (the A and B tiles of a stage)
+ *            + STAGES * 16 (a full and an empty mbarrier per stage) + 16,
+ * the exact dynamic shared memory the kernel asks for (gemm_sm90.cu
+ * checks it at compile time); all are below the H100's 227 KiB opt-in.
+ * A SPLIT_K row's workspace counts tiles = ceil(M / BM) * ceil(N / W),
+ * W = BN (BN / 2 for PAIRED), with bm = BM and bn = BN in
+ * split_workspace_bytes (a tile's slice holds its whole BN-wide product).
+ */
+#ifndef FUSEPORT_GEMM_SM90_CONFIGS_H
+#define FUSEPORT_GEMM_SM90_CONFIGS_H
+
+/* clang-format off */
+#define FP_GEMM_SM90_CONFIGS(X)                                                                    \
+  /* big GEMMs: 128x256 tiles in M-pairs, B multicast to both (half the L2 reads of B) */          \
+  X(0, 128, 256, 64, 4, 384, 197712, FP_GEMM_CFG_CLUSTER2)                                         \
+  /* big GEMMs without clusters (odd tile rows, or when pairs do not fill the GPU) */              \
+  X(1, 128, 256, 64, 4, 384, 197712, 0)                                                            \
+  /* mid sizes (more tiles than 128x256 gives); split-K for few tiles and long K */                \
+  X(2, 128, 128, 64, 6, 384, 197744, FP_GEMM_CFG_SPLIT_K)                                          \
+  /* small N (<= 64) or too few 128x128 tiles; split-K likewise */                                 \
+  X(3, 128, 64, 64, 8, 384, 197776, FP_GEMM_CFG_SPLIT_K)                                           \
+  /* paired epilogues (SPLIT_ACT, GEGLU), big: 128 x 128 outputs from a 128x256 product tile */    \
+  X(4, 128, 256, 64, 4, 384, 197712, FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_CLUSTER2)                    \
+  /* paired epilogues, mid and small (128 x 64 outputs per block); split-K */                      \
+  X(5, 128, 128, 64, 6, 384, 197744, FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_SPLIT_K)                     \
+  /* gemm2 (b2b) for N <= 128 */                                                                   \
+  X(6, 128, 128, 64, 6, 384, 197744, FP_GEMM_CFG_B2B)                                              \
+  /* gemm2 (b2b) for N <= 256 */                                                                   \
+  X(7, 128, 256, 64, 4, 384, 197712, FP_GEMM_CFG_B2B)
+/* clang-format on */
+
+#endif
