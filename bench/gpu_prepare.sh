@@ -8,7 +8,9 @@
 #   .debs/           the Debian packages the GPU image lacks (CLBlast,
 #                    cmocka, cJSON, the OpenCL headers and loader)
 #   .gpu/bin/        fuseport, test_ops and test_backend of this tree for
-#                    sm_90, stripped
+#                    sm_90, stripped, beside the shared libfuseport.so they
+#                    link (the CUDA kernels once rather than in each binary:
+#                    tens of MB of GEMM instantiations)
 #
 # Environment: SHARED (default ../shared), BUILD (default build-gpu), JOBS.
 set -euo pipefail
@@ -25,10 +27,12 @@ log "Debian packages into .debs/"
   libcjson-dev ocl-icd-opencl-dev opencl-c-headers >/dev/null)
 
 log "this tree for sm_90 in $BUILD"
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DFUSEPORT_SHARED=ON >/dev/null
 cmake --build "$BUILD" -j "$JOBS" >/dev/null
 rm -f .gpu/bin/*
-cp "$BUILD/fuseport" "$BUILD/tests/test_ops" "$BUILD/tests/test_backend" .gpu/bin/
+cp "$BUILD/fuseport" "$BUILD/tests/test_ops" "$BUILD/tests/test_backend" "$BUILD/libfuseport.so" \
+  .gpu/bin/
 
 strip .gpu/bin/*
 du -sh .gpu .debs

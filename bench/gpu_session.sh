@@ -14,6 +14,8 @@
 #   torch         bench/torch_bench.py on the same ops and grid: PyTorch eager
 #                 and torch.compile (torch.json, torch.log)
 #   check-gemm    fuseport check of the matmul family on cuda and NVIDIA OpenCL
+#   sanitize-gemm compute-sanitizer memcheck and racecheck over fuseport check
+#                 of the matmul family (fused) on small odd shapes
 #   bench-gemm    the matmul family on cuda, seed shapes, f16 and bf16
 #                 (gemm-cuda.json)
 #   torch-gemm    torch_bench.py on the matmul family: eager, compile and
@@ -41,8 +43,9 @@ GEMM_OPS=matmul_add,matmul_relu,matmul_add_relu,matmul_matmul,matmul_split_act,l
 SWEEP_OPS=${SWEEP_OPS:-$MEM_OPS}
 mkdir -p "$OUT"
 [ -f .gpu/gpu-env.sh ] && . .gpu/gpu-env.sh
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 BIN=${BIN:-.gpu/bin}
+# the binaries' libfuseport.so sits beside them (gpu_prepare.sh)
+export LD_LIBRARY_PATH=$PWD/$BIN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 FP=$BIN/fuseport
 log() { echo "== [$SECONDS s] $*"; }
 left() { echo $((DEADLINE - SECONDS)); }
@@ -95,6 +98,17 @@ stage_sanitize() {
     --op softmax,double_softmax,softmax_backward,layernorm,norm_chain,hreduce_pointwise,hreduce_reduce,bias_dropout_add \
     >"$OUT/racecheck.log" 2>&1
   echo "racecheck exit $?"; tail -4 "$OUT/racecheck.log"
+}
+
+stage_sanitize-gemm() {
+  local shapes=1x1x1,7x33x100,33x7x1000,100x100x100,70x129x257,16x4097x33,130x64x4097
+  shapes=$shapes,300x260x1000,129x257x2048,1x1x1x1,7x33x100x17,70x64x129x96,33x300x65x7
+  for tool in memcheck racecheck; do
+    log "compute-sanitizer $tool: fuseport check --backend cuda, the matmul family, fused"
+    timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$FP" check --backend cuda \
+      --quiet --op "$GEMM_OPS" --variant fused --shapes $shapes >"$OUT/gemm-$tool.log" 2>&1
+    echo "$tool exit $?"; tail -4 "$OUT/gemm-$tool.log"
+  done
 }
 
 # sweep FILE ARGS...: fuseport bench ARGS --out $OUT/FILE until RESERVE seconds

@@ -318,6 +318,146 @@ static void test_kernels_prepare(void **state) {
   }
 }
 
+/* The backend's GEMM library (fp_library_gemm): a strided batch with B
+ * transposed or not, beta*C and the epilogues where the library has them
+ * (cuBLASLt), against a float64 product; its bad arguments; its counter. */
+static void test_library_gemm(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  const fp_device_info *dev = fp_context_device(CTX);
+  fp_lib_gemm probe = fp_lib_gemm_plain(FP_F32, 1, 1, 1, false);
+  if (fp_library_gemm_check(dev, &probe) != FP_OK) {
+    print_message("skipped: %s\n", fp_last_error());
+    skip();
+  }
+  enum { B = 3, M = 7, N = 33, K = 65 };
+  const int64_t sa = M * K + 5, sb = K * N + 3, sd = M * N + 1; /* gaps between items */
+  float *a = malloc(sizeof(float) * B * sa), *b = malloc(sizeof(float) * B * sb);
+  float *c = malloc(sizeof(float) * B * sd), *bias = malloc(sizeof(float) * N);
+  float *d = malloc(sizeof(float) * B * sd);
+  const uint64_t seed = fp_test_next_seed();
+  for (int64_t i = 0; i < B * sa; ++i)
+    a[i] = fp_uniform_f32(seed, 0, (uint64_t)i, 1.0f, 0);
+  for (int64_t i = 0; i < B * sb; ++i)
+    b[i] = fp_uniform_f32(seed, 1, (uint64_t)i, 0.125f, 0);
+  for (int64_t i = 0; i < B * sd; ++i)
+    c[i] = fp_uniform_f32(seed, 2, (uint64_t)i, 1.0f, 0);
+  for (int64_t i = 0; i < N; ++i)
+    bias[i] = fp_uniform_f32(seed, 3, (uint64_t)i, 1.0f, 0);
+  fp_buffer *ba, *bb, *bc, *bd, *bbias, *ws = NULL;
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, sizeof(float) * B * sa, &ba));
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, sizeof(float) * B * sb, &bb));
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, sizeof(float) * B * sd, &bc));
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, sizeof(float) * B * sd, &bd));
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, sizeof(float) * N, &bbias));
+  FP_ASSERT_OK(fp_buffer_write(CTX, ba, 0, a, sizeof(float) * B * sa));
+  FP_ASSERT_OK(fp_buffer_write(CTX, bb, 0, b, sizeof(float) * B * sb));
+  FP_ASSERT_OK(fp_buffer_write(CTX, bc, 0, c, sizeof(float) * B * sd));
+  FP_ASSERT_OK(fp_buffer_write(CTX, bbias, 0, bias, sizeof(float) * N));
+  double compile_ms = -1.0;
+  FP_ASSERT_OK(fp_library_gemm_prepare(CTX, FP_F32, &compile_ms));
+  assert_true(compile_ms >= 0.0);
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool trans_b = variant == 1;
+    fp_lib_gemm g = fp_lib_gemm_plain(FP_F32, M, N, K, trans_b);
+    g.batch = B;
+    g.stride_a = sa;
+    g.stride_b = sb;
+    g.stride_c = sd;
+    g.stride_d = sd;
+    if (variant == 2) { /* beta*C, bias and relu in the same call */
+      g.beta = 0.5f;
+      g.epilogue = FP_LIB_EPI_BIAS_RELU;
+      if (fp_library_gemm_check(dev, &g) != FP_OK) {
+        FP_ASSERT_ERR(fp_library_gemm(CTX, &g, ba, bb, bc, bd, bbias, NULL), FP_ERR_UNSUPPORTED,
+                      "epilogue");
+        continue;
+      }
+    }
+    const uint64_t ws_bytes = fp_library_gemm_workspace(dev, &g);
+    if (ws_bytes > 0 && ws == NULL)
+      FP_ASSERT_OK(fp_buffer_alloc(CTX, ws_bytes, &ws));
+    fp_counters before, after;
+    fp_counters_get(CTX, &before);
+    FP_ASSERT_OK(fp_library_gemm(CTX, &g, ba, bb, bc, bd, bbias, ws));
+    fp_counters_get(CTX, &after);
+    assert_int_equal(after.library_calls - before.library_calls, 1);
+    assert_int_equal(after.kernels_launched - before.kernels_launched, 0);
+    FP_ASSERT_OK(fp_buffer_read(CTX, bd, 0, d, sizeof(float) * B * sd));
+    for (int t = 0; t < B; ++t)
+      for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+          double ref = 0.0, scale = 0.0;
+          for (int k = 0; k < K; ++k) {
+            const double bv = trans_b ? b[t * sb + j * K + k] : b[t * sb + k * N + j];
+            ref += (double)a[t * sa + i * K + k] * bv;
+            scale += fabs((double)a[t * sa + i * K + k] * bv);
+          }
+          if (variant == 2) {
+            ref += 0.5 * c[t * sd + i * N + j] + bias[j];
+            ref = ref > 0.0 ? ref : 0.0;
+          }
+          const double got = d[t * sd + i * N + j];
+          if (!(fabs(got - ref) <= 1e-5 * (scale + 1.0)))
+            fail_msg("library GEMM variant %d item %d [%d, %d]: got %.9g, expected %.9g", variant,
+                     t, i, j, got, ref);
+        }
+  }
+  /* bad arguments: leading dimension too small, a buffer too small, D aliasing A */
+  fp_lib_gemm g = fp_lib_gemm_plain(FP_F32, M, N, K, false);
+  g.lda = K - 1;
+  FP_ASSERT_ERR(fp_library_gemm(CTX, &g, ba, bb, NULL, bd, NULL, ws), FP_ERR_INVALID_ARGUMENT,
+                "leading dimensions");
+  g = fp_lib_gemm_plain(FP_F32, M, N, K, false);
+  g.batch = 1000;
+  g.stride_a = sa;
+  g.stride_b = sb;
+  g.stride_d = sd;
+  FP_ASSERT_ERR(fp_library_gemm(CTX, &g, ba, bb, NULL, bd, NULL, ws), FP_ERR_INVALID_ARGUMENT,
+                "bytes");
+  g = fp_lib_gemm_plain(FP_F32, M, N, K, false);
+  FP_ASSERT_ERR(fp_library_gemm(CTX, &g, ba, bb, NULL, ba, NULL, ws), FP_ERR_INVALID_ARGUMENT,
+                "D is also an input");
+  g.M = 0;
+  FP_ASSERT_ERR(fp_library_gemm(CTX, &g, ba, bb, NULL, bd, NULL, ws), FP_ERR_INVALID_ARGUMENT,
+                ">= 1");
+  fp_buffer_free(ws);
+  fp_buffer_free(ba);
+  fp_buffer_free(bb);
+  fp_buffer_free(bc);
+  fp_buffer_free(bd);
+  fp_buffer_free(bbias);
+  free(a);
+  free(b);
+  free(c);
+  free(d);
+  free(bias);
+}
+
+/* Typed buffer arguments: a buffer passed as the wrong element type is
+ * refused by the layer before any backend sees it, and none is accepted
+ * only where the signature's letter is upper case. */
+static void test_typed_arguments(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  fp_buffer *buf = NULL;
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, 4096, &buf));
+  fp_ndrange nd = fp_ndrange_1d(1, 32);
+  /* fill_uniform_f16 wants an f16 buffer */
+  fp_arg args[] = {fp_arg_buf(buf), fp_arg_i64(16), fp_arg_i64(1), fp_arg_i32(0),
+                   fp_arg_f32(1.0f), fp_arg_i32(0)};
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_fill_uniform_f16, &nd, args, 6), FP_ERR_INVALID_ARGUMENT,
+                "f16 buffer");
+  args[0] = fp_arg_tensor(buf, FP_F16);
+  FP_ASSERT_OK(fp_launch(CTX, FPK_fill_uniform_f16, &nd, args, 6));
+  /* a required buffer cannot be none */
+  args[0] = fp_arg_none(FP_F16);
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_fill_uniform_f16, &nd, args, 6), FP_ERR_INVALID_ARGUMENT,
+                "NULL");
+  FP_ASSERT_OK(fp_finish(CTX));
+  fp_buffer_free(buf);
+}
+
 int main(int argc, char **argv) {
   int rc = fp_test_env_open(argc, argv, "test_backend");
   if (rc != 0)
@@ -333,6 +473,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_out_of_memory_under_cap),
       cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_kernels_prepare),
+      cmocka_unit_test(test_library_gemm),
+      cmocka_unit_test(test_typed_arguments),
   };
   int failures = cmocka_run_group_tests_name(fp_backend_name(fp_env.kind), tests, NULL, NULL);
   int code = fp_test_exit_code(failures); /* before close: it looks at the context */
