@@ -80,6 +80,7 @@
 #include <CL/cl.h>
 
 #include "backend_impl.h"
+#include "opencl_gemm.h"
 
 /* The embedded programs, one per family of kernels.def. */
 #include "fp_cl_elementwise.h"
@@ -238,6 +239,7 @@ typedef struct cl_state {
   /* CL_DEVICE_LOCAL_MEM_SIZE holds FP_CL_PREFIX_ROW_BYTES; where it does not,
    * the programs are built without their _local kernels */
   bool local_rows_fit;
+  ocl_gemm *gemm; /* the gemm family's planner and the GEMM library (opencl_gemm.c) */
 } cl_state;
 
 /* What an fp_event handle points to. */
@@ -339,6 +341,8 @@ static const char *cl_error_string(cl_int code) {
       return cl_error_names[k].name;
   return "CL_UNKNOWN_ERROR";
 }
+
+const char *ocl_error_name(cl_int err) { return cl_error_string(err); }
 
 /* Records "<call> failed: CL_NAME (code)" on the context; `call` is a printf
  * format naming the call and what it was doing. */
@@ -528,6 +532,7 @@ static void release_state(cl_state *cl) {
     return;
   if (cl->queue != NULL)
     clFinish(cl->queue); /* nothing may still run on what is released below */
+  ocl_gemm_destroy(cl->gemm);
   for (int k = 0; k < FPK_COUNT; ++k) {
     if (cl->kernels[k] != NULL)
       clReleaseKernel(cl->kernels[k]);
@@ -642,6 +647,7 @@ static fp_status query_device(fp_context *ctx, cl_state *cl) {
     err = clGetDeviceInfo(cl->device, FP_CL_DEVICE_WAVEFRONT_WIDTH_AMD, sizeof width, &width, NULL);
   info->subgroup_width = (err == CL_SUCCESS && width != 0) ? width : 1;
   cl->nv_compiler_options = has_extension(text, "cl_nv_compiler_options");
+  ocl_gemm_device_info(info, has_extension(text, "cl_khr_fp16"));
   /* Inline PTX is NVIDIA's compiler's; the L2 cache policies of level 2
    * need sm_80. A device that does not answer gets level 1 (PTX 2.0). */
   uint32_t ptx_device = 0;
@@ -693,6 +699,11 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
   fp_status st = FP_OK;
   uint32_t row_local = 1, stream_back = 1;
   cl->ptx_level = 2; /* capped by the device in query_device */
+  cl->gemm = ocl_gemm_create();
+  if (cl->gemm == NULL) {
+    release_state(cl);
+    return fp_ctx_error(ctx, FP_ERR_OUT_OF_MEMORY, "opencl backend: host allocation failed");
+  }
   if (!env_u32("FUSEPORT_OPENCL_ROW_VEC", 1, 8, false, FP_CL_ROW_VEC, &cl->row_vec) ||
       !env_u32("FUSEPORT_OPENCL_ROWS_MAX_GROUP", FP_CL_MIN_TEAM, 1024, true, 0,
                &cl->rows_max_group) ||
@@ -1195,10 +1206,16 @@ static fp_status build_family_now(fp_context *ctx, cl_state *cl, fp_kernel_famil
   char ptx_option[32] = "";
   if (ptx_level > 0)
     snprintf(ptx_option, sizeof ptx_option, " -DFP_NV_PTX=%u", ptx_level);
-  snprintf(options, sizeof options, "%s -DFP_ROW_VEC=%u%s%s%s%s%s", FP_CL_BUILD_OPTIONS,
+  /* the gemm family: its tunables' device limits and its own register cap */
+  char family_options[256] = "";
+  if (family == FPF_gemm)
+    ocl_gemm_build_options(&ctx->info, cl->device, cl->nv_compiler_options, family_options,
+                           sizeof family_options);
+  snprintf(options, sizeof options, "%s -DFP_ROW_VEC=%u%s%s%s%s%s%s", FP_CL_BUILD_OPTIONS,
            cl->row_vec, cl->local_rows_fit ? "" : " -DFP_LOCAL_ROW_VEC=0",
-           cl->nv_compiler_options ? FP_CL_NV_BUILD_OPTIONS : "", ptx_option,
-           extra != NULL && *extra != '\0' ? " " : "", extra != NULL ? extra : "");
+           cl->nv_compiler_options && family != FPF_gemm ? FP_CL_NV_BUILD_OPTIONS : "",
+           family_options, ptx_option, extra != NULL && *extra != '\0' ? " " : "",
+           extra != NULL ? extra : "");
 
   const char *source = family_sources[family];
   cl_program program = clCreateProgramWithSource(cl->context, 1, &source, NULL, &err);
@@ -1543,6 +1560,12 @@ static void plan_rows(const fp_context *ctx, const cl_state *cl, fp_kernel_id id
     *kernel = variant;
 }
 
+/* The backend's pieces the GEMM code (opencl_gemm.c) works with. */
+static ocl_gemm_env gemm_env(const cl_state *cl) {
+  ocl_gemm_env env = {cl->context, cl->device, cl->queue, cl->families[FPF_gemm].program};
+  return env;
+}
+
 static fp_status ocl_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd,
                             const fp_karg *args, int nargs) {
   cl_state *cl = state_of(ctx);
@@ -1556,11 +1579,19 @@ static fp_status ocl_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *
                         fp_kernel_family_name(fp_kernel_family_of(id)));
 
   size_t global[3] = {1, 1, 1}, local[3] = {1, 1, 1};
+  cl_uint dims = nd->dims;
   for (uint32_t d = 0; d < nd->dims; ++d) {
     global[d] = (size_t)nd->global[d];
     local[d] = nd->local[d];
   }
-  plan_rows(ctx, cl, id, nd, args, nargs, &global[0], &local[0], &kernel);
+  if (ocl_gemm_is_planned(id)) {
+    const ocl_gemm_env env = gemm_env(cl);
+    st = ocl_gemm_plan(ctx, cl->gemm, &env, id, args, nargs, &kernel, &dims, global, local);
+    if (st != FP_OK)
+      return st;
+  } else {
+    plan_rows(ctx, cl, id, nd, args, nargs, &global[0], &local[0], &kernel);
+  }
   for (int a = 0; a < nargs; ++a) {
     cl_int err = CL_SUCCESS;
     switch (args[a].kind) {
@@ -1604,8 +1635,7 @@ static fp_status ocl_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *
       return cl_fail(ctx, FP_ERR_BACKEND, err, "clSetKernelArg(%s, argument %d of kind '%c')",
                      kname, a, (char)args[a].kind);
   }
-  cl_int err =
-      clEnqueueNDRangeKernel(cl->queue, kernel, nd->dims, NULL, global, local, 0, NULL, NULL);
+  cl_int err = clEnqueueNDRangeKernel(cl->queue, kernel, dims, NULL, global, local, 0, NULL, NULL);
   if (err != CL_SUCCESS) {
     /* CL_KERNEL_WORK_GROUP_SIZE is only a hint in the message, not checked
      * up front: NVIDIA's driver (580, CUDA 13) reports 256 for every kernel,
@@ -1619,6 +1649,21 @@ static fp_status ocl_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *
                    global[0], global[1], global[2], local[0], local[1], local[2], hint);
   }
   return FP_OK;
+}
+
+/* ---- the GEMM library (opencl_gemm.c) ------------------------------------------------------ */
+
+static fp_status ocl_library_gemm(fp_context *ctx, const fp_lib_gemm *g, void *a, void *b, void *c,
+                                  void *d, void *bias, void *ws, uint64_t ws_bytes) {
+  cl_state *cl = state_of(ctx);
+  const ocl_gemm_env env = gemm_env(cl);
+  return ocl_gemm_library(ctx, cl->gemm, &env, g, a, b, c, d, bias, ws, ws_bytes);
+}
+
+static fp_status ocl_library_prepare(fp_context *ctx, fp_dtype dtype, double *compile_ms) {
+  cl_state *cl = state_of(ctx);
+  const ocl_gemm_env env = gemm_env(cl);
+  return ocl_gemm_library_prepare(ctx, cl->gemm, &env, dtype, compile_ms);
 }
 
 const fp_backend_ops fp_opencl_backend_ops = {
@@ -1641,4 +1686,6 @@ const fp_backend_ops fp_opencl_backend_ops = {
     .kernel_available = ocl_kernel_available,
     .kernel_prepare = ocl_kernel_prepare,
     .launch = ocl_launch,
+    .library_gemm = ocl_library_gemm,
+    .library_prepare = ocl_library_prepare,
 };
