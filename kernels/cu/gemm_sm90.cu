@@ -9,7 +9,7 @@
  *   warpgroups 1 and 2, the consumers: rows [0, 64) and [64, 128) of the
  *     128-row tile, one wgmma m64nBNk16 per k16 step with float
  *     accumulators in registers (raised to 232), then the epilogue functor
- *     and the stores, straight from registers.
+ *     in registers and the store through shared memory (below).
  * Each stage has two mbarriers: `full` (the producer's arrive.expect_tx plus
  * the TMA bytes) and `empty` (one arrival per consumer warp, from every CTA
  * of the cluster, once its wgmmas reading the stage have retired). Producer
@@ -18,23 +18,52 @@
  * order: iteration i uses stage i % STAGES in round i / STAGES, the
  * consumers wait `full` for parity round & 1, the producer waits `empty`
  * for parity (round & 1) ^ 1 (round 0 passes: the buffers start empty).
- * While the consumers run an epilogue, the producer already fills the
- * stages of their next unit.
+ *
+ * The store (epilogue overlap): each consumer warpgroup rounds its 64 rows
+ * into 64 x 64 boxes of shared memory (stmatrix, TMA's 128B swizzle) and
+ * one of its threads stores them with TMA (cp.async.bulk.tensor, bulk
+ * async-groups): the warpgroup goes on to the next tile's wgmmas while the
+ * copy engine writes, and the producer has already filled the next tile's
+ * stages. A warpgroup has its own boxes (Smem::kEpiBufs, as many as fit
+ * beside the stages); the rest of a tile's boxes go into the stage of its
+ * last k-block, which the consumers keep (not released to the producer)
+ * until the copies have read it, after the next tile's first wgmmas are
+ * issued: so every row stages a whole tile at once, with 4 stages for
+ * 128x256. Before a warpgroup overwrites its own boxes it waits until the
+ * copies that read them have read them (long done: a main loop ran in
+ * between). Where TMA cannot store (out not 16-byte aligned, or rows not a
+ * multiple of 16 bytes) the warpgroup stores the staged rows itself,
+ * coalesced, with edge checks. ADD / ADD_RELU with a 16-byte aligned add
+ * read it by TMA into the same boxes (kAddLead k-blocks ahead for a
+ * warpgroup's own boxes; L2-prefetched by the producer for the borrowed
+ * stage) and apply the epilogue there (ldmatrix, formula, stmatrix).
+ *
+ * Split-K (SPLIT_K rows, split_k > 1): gemm_common.cuh's workspace; the
+ * last block of a tile sums the slices in order, 16 column groups of a
+ * slice in flight at a time.
  *
  * Operands: A [M, K] K-major (TMA box 64 k x 128 rows, 128B swizzle); B
  * either [NB, K] K-major (trans_b: 2 boxes of 64 k x BN / 2 rows) or [K, NB]
  * MN-major (BN / 64 boxes of 64 n x 64 k, wgmma's transpose bit). TMA
  * zero-fills the tails, so any M, N, K >= 1 runs the same code; a box that
  * would start past the tensor's end is pointed at column (row) 0 instead,
- * since the accumulator columns (rows) it feeds are never stored.
+ * since the accumulator columns (rows) it feeds are never stored. TMA needs
+ * a box's innermost coordinate 16-byte aligned (else: illegal instruction):
+ * every box starts at a multiple of 8 elements along the contiguous axis.
  *
  * Clusters (FP_GEMM_CFG_CLUSTER2): two CTAs take M-tiles 2c and 2c + 1 of
  * the same N-tile; each loads half the B boxes and multicasts them to both,
  * and each consumer warp releases a stage in both CTAs.
  *
- * Paired epilogues: output tile columns [n0, n0 + BN / 2) with n0 = tn * BN
- * / 2; the left half of the B tile holds B's columns [n0, ..), the right half
- * [N + n0, ..), so accumulator column c and c + BN / 2 meet in one thread.
+ * Paired epilogues: output tile columns [n0, n0 + W) with n0 = tn * W; the
+ * left half of the B tile holds B's columns [n0, ..), the right half
+ * [N + n0, ..), so accumulator column c and c + BN / 2 meet in one thread
+ * (W = BN / 2). With B [K, 2N] row-major and N % 8 != 0, N + n0 is not a
+ * legal TMA start: the right half is then loaded from (N + n0) & ~7, s =
+ * N % 8 columns early, the tile narrows to W = BN / 2 - 8 (so the shifted
+ * half still covers it), and before the epilogue each thread fetches right
+ * column c + s from its quad's lanes (shuffles), which puts the partner of
+ * left column c back at c + BN / 2.
  *
  * gemm2 (b2b): a block computes its [128, N] intermediate with the same
  * main loop (N <= BN), rounds it to T straight into wgmma's register A
@@ -47,6 +76,7 @@
 
 #include <atomic>
 #include <climits>
+#include <cstring>
 #include <stdint.h>
 #include <type_traits>
 
@@ -66,6 +96,9 @@ namespace fpgemm {
 cudaError_t sm90_run(const Problem &p, const Config &c, cudaStream_t stream);
 cudaError_t sm90_run2(const Problem2 &p, const Config &c, cudaStream_t stream);
 int sm90_kernel_stubs(const void **out, int cap);
+#ifdef FP_SM90_LAB
+int g_sm90_lab_group_m = 0;    /* lab only: the raster group (0: kGroupM) */
+#endif
 
 namespace {
 
@@ -79,25 +112,57 @@ constexpr int kConsumerRegs = 232; /* 128 accumulators + addressing; 40 + 2 * 23
 constexpr int kGroupM = 16;    /* M-tiles per raster group: concurrent tiles share A and B in L2 */
 constexpr int kB2bBN2 = 128;   /* gemm2: out columns per step (d tile [64, 128]) */
 constexpr int kRowBytes = 128; /* bytes of one swizzled row */
+constexpr int kSmemLimit = 232448;   /* the H100's per-block opt-in (227 KiB) */
+constexpr int kEpiCols = 64;         /* a staging box: 64 rows x 64 columns, 128B swizzle */
+constexpr int kEpiBoxBytes = 64 * kEpiCols * 2;
+constexpr int kAddLead = 4; /* ADD by TMA: see the consumer loop */
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "the SM's register file");
 
 /* ---- shared memory ---------------------------------------------------------------
- * From the first 1024-aligned byte: STAGES x [A tile | B tile], then the
- * full[STAGES] and empty[STAGES] mbarriers, then one word (split-K flag). */
-template <int BN, int STAGES> struct Smem {
+ * From the first 1024-aligned byte: STAGES x [A tile | B tile], then each
+ * consumer warpgroup's kEpiBufs staging boxes, then the full[STAGES] and
+ * empty[STAGES] mbarriers, two mbarriers per consumer warpgroup (the add
+ * tile's chunks in its own boxes / in the borrowed stage landed; not in
+ * gemm2), then one word (split-K flag). A tile has
+ * OUTC output columns, kChunks = OUTC / 64 staging boxes per warpgroup: as
+ * many as fit beside the stages are its own (kEpiBufs), the other kBorrow
+ * go into the stage of the tile's last k-block, which the warpgroups keep
+ * until the boxes are read (see the consumer loop). OUTC = 0: gemm2. */
+template <int BN, int STAGES, int OUTC> struct Smem {
   static constexpr int kABytes = kBM * kBK * 2;
   static constexpr int kBBytes = BN * kBK * 2;
   static constexpr int kStageBytes = kABytes + kBBytes;
-  static constexpr int kBarOffset = STAGES * kStageBytes;
-  static constexpr int kFlagOffset = kBarOffset + STAGES * 16;
+  static constexpr int kChunks = OUTC / kEpiCols;
+  static constexpr int kEpiBarBytes = OUTC > 0 ? 32 : 0;
+  static constexpr int kFit = (kSmemLimit - 1024 - STAGES * kStageBytes - STAGES * 16 -
+                               kEpiBarBytes - 16) /
+                              (2 * kEpiBoxBytes);
+  static constexpr int kEpiBufs = kChunks < kFit ? kChunks : kFit;
+  static constexpr int kBorrow = kChunks - kEpiBufs;
+  static constexpr int kEpiOffset = STAGES * kStageBytes;
+  static constexpr int kBarOffset = kEpiOffset + 2 * kEpiBufs * kEpiBoxBytes;
+  static constexpr int kEpiBarOffset = kBarOffset + STAGES * 16;
+  static constexpr int kFlagOffset = kEpiBarOffset + kEpiBarBytes;
   static constexpr int kBytes = 1024 + kFlagOffset + 16;
   static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "swizzled tiles stay 1024-aligned");
+  static_assert(OUTC % kEpiCols == 0 && kFit >= 0, "staging boxes");
+  static_assert(2 * kBorrow * kEpiBoxBytes <= kStageBytes, "borrowed boxes fit a stage");
 
   uint32_t base; /* shared-window address of the aligned start */
   __device__ uint32_t a(int s) const { return base + s * kStageBytes; }
   __device__ uint32_t b(int s) const { return base + s * kStageBytes + kABytes; }
+  __device__ uint32_t epi(int cw, int i) const {
+    return base + kEpiOffset + (cw * kEpiBufs + i) * kEpiBoxBytes;
+  }
+  /* warpgroup cw's staging box of chunk c; `held`: the borrowed stage */
+  __device__ uint32_t box(int cw, int c, int held) const {
+    return c < kEpiBufs ? epi(cw, c)
+                        : a(held) + (cw * kBorrow + c - kEpiBufs) * kEpiBoxBytes;
+  }
   __device__ uint32_t full(int s) const { return base + kBarOffset + 8 * s; }
   __device__ uint32_t empty(int s) const { return base + kBarOffset + 8 * (STAGES + s); }
+  __device__ uint32_t epibar(int cw) const { return base + kEpiBarOffset + 8 * cw; }
+  __device__ uint32_t epibar2(int cw) const { return base + kEpiBarOffset + 16 + 8 * cw; }
 };
 
 __device__ __forceinline__ uint8_t *align1024(uint8_t *p) {
@@ -117,24 +182,30 @@ template <int STAGES> struct Ring {
 };
 
 /* The 256 consumer threads only (barrier 0 is __syncthreads). */
-__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
+__device__ __forceinline__ void consumers_sync() { named_sync(1, 256); }
+/* The 128 threads of consumer warpgroup cw. */
+__device__ __forceinline__ void warpgroup_sync(int cw) { named_sync(2 + cw, 128); }
 
 /* ---- the B tile --------------------------------------------------------------------
  * kBoxes TMA boxes side by side, each kBoxCols columns (of the tile's BN).
  * Box i's first B column: unpaired tn * BN + i * kBoxCols; paired, the
- * left half from tn * BN / 2, the right half from N + tn * BN / 2. */
+ * left half from n0 = tn * W, the right half from N + n0 (shifted: from
+ * (N + n0) & ~7; see the top of the file). */
 template <int BN, bool kTransB, bool kPaired> struct BTile {
   static constexpr int kBoxes = kTransB ? 2 : BN / 64;
   static constexpr int kBoxCols = BN / kBoxes;
   static constexpr int kBoxBytes = kBoxCols * kBK * 2;
   static_assert(BN % 64 == 0 && (!kPaired || kBoxes % 2 == 0), "B tile boxes");
 
-  __device__ static int column(int i, int tn, int n, int nb) {
+  __device__ static int column(int i, int tn, int n, int nb, int w, int shift) {
     int c;
     if constexpr (kPaired) {
       constexpr int kHalf = kBoxes / 2;
-      c = (i < kHalf ? 0 : n) + tn * (BN / 2) + (i % kHalf) * kBoxCols;
+      const int n0 = tn * w;
+      c = (i < kHalf ? n0 : (shift ? (n + n0) & ~7 : n + n0)) + (i % kHalf) * kBoxCols;
     } else {
+      (void)w;
+      (void)shift;
       c = tn * BN + i * kBoxCols;
     }
     return c < nb ? c : 0; /* past the end: feeds only columns that are never stored */
@@ -153,7 +224,7 @@ template <bool kTransB> __device__ __forceinline__ uint64_t desc_b(uint32_t b, i
 }
 
 /* ---- work units --------------------------------------------------------------------
- * A unit is (tile, split). Tiles are visited in groups of kGroupM M-tiles
+ * A unit is (tile, split). Tiles are visited in groups of group_m M-tiles
  * (N-tile outer within a group), so the tiles in flight at once cover a
  * squarish patch of the output and share their A rows and B columns in
  * L2. With clusters the unit is a pair of M-tiles (one per CTA rank). */
@@ -162,13 +233,13 @@ struct Unit {
 };
 
 struct Sched {
-  int mtiles, ntiles, split_k, kblocks, units;
+  int mtiles, ntiles, split_k, kblocks, units, group_m;
   template <int CL> __device__ Unit decode(int u, int rank) const {
     Unit w;
     w.split = u % split_k;
     const int t = u / split_k;
     const int mpairs = (mtiles + CL - 1) / CL;
-    const int gm = kGroupM / CL;
+    const int gm = group_m / CL;
     const int per_group = gm * ntiles;
     const int group = t / per_group;
     const int first = group * gm;
@@ -183,16 +254,17 @@ struct Sched {
 };
 
 /* ---- producer: one k-block of A and B into a stage --------------------------------- */
-template <int BN, int STAGES, int CL, bool kTransB, bool kPaired>
-__device__ __forceinline__ void load_ab(const Smem<BN, STAGES> &sm, int s, const CUtensorMap *ta,
-                                        const CUtensorMap *tb, int a_row, int kb, int tn, int n,
-                                        int nb, uint32_t rank) {
+template <int BN, int STAGES, int OUTC, int CL, bool kTransB, bool kPaired>
+__device__ __forceinline__ void load_ab(const Smem<BN, STAGES, OUTC> &sm, int s,
+                                        const CUtensorMap *ta, const CUtensorMap *tb, int a_row,
+                                        int kb, int tn, int n, int nb, int w, int shift,
+                                        uint32_t rank) {
   using BT = BTile<BN, kTransB, kPaired>;
-  mbar_arrive_expect_tx(sm.full(s), Smem<BN, STAGES>::kStageBytes); /* all of A and B land here */
+  mbar_arrive_expect_tx(sm.full(s), Smem<BN, STAGES, OUTC>::kStageBytes); /* all of A and B */
   tma_load_2d(sm.a(s), ta, sm.full(s), kb * kBK, a_row);
 #pragma unroll
   for (int i = 0; i < BT::kBoxes; ++i) {
-    const int col = BT::column(i, tn, n, nb);
+    const int col = BT::column(i, tn, n, nb, w, shift);
     const uint32_t dst = sm.b(s) + i * BT::kBoxBytes;
     if (CL == 1) {
       if (kTransB)
@@ -231,27 +303,42 @@ template <int CL> __device__ __forceinline__ void release_stage(uint32_t empty_b
     }
   }
 }
+/* The same for the 4 warps of a warpgroup at once, from one thread. */
+template <int CL> __device__ __forceinline__ void release_stage_wg(uint32_t empty_bar) {
+  if (CL == 1) {
+    mbar_arrive_cnt(empty_bar, 4);
+  } else {
+#pragma unroll
+    for (int r = 0; r < CL; ++r)
+      mbar_arrive_cluster_cnt(empty_bar, r, 4);
+  }
+}
 
-/* acc (+)= A[rows of this warpgroup, k-blocks kb0..kb1) @ B tile. One wgmma
- * group per k-block stays in flight: a stage is released once the group
- * after it has been issued and it has retired. */
-template <class T, int BN, int STAGES, int CL, bool kTransB>
-__device__ __forceinline__ void mma_unit(float (&acc)[BN / 2], const Smem<BN, STAGES> &sm,
-                                         Ring<STAGES> &ring, int nk, int cw, int lane) {
+/* acc = A[rows of this warpgroup, the unit's nk k-blocks] @ B tile. One
+ * wgmma group per k-block stays in flight: a stage is released once the
+ * group after it has been issued and it has retired. The last k-block's
+ * stage is returned unreleased (-1 when nk == 0): the caller releases it,
+ * or borrows it for the epilogue. hook(it) runs once k-block it's wgmmas
+ * are issued (the tensor cores are busy meanwhile). */
+template <class T, int BN, int STAGES, int OUTC, int CL, bool kTransB, class First>
+__device__ __forceinline__ int mma_unit(float (&acc)[BN / 2], const Smem<BN, STAGES, OUTC> &sm,
+                                        Ring<STAGES> &ring, int nk, uint32_t a_off, int lane,
+                                        First hook) {
   constexpr int kWgmmaTransB = kTransB ? 0 : 1; /* trans_b: B is K-major */
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i)
     acc[i] = 0.0f;
-  int prev = 0;
+  int prev = -1;
   for (int it = 0; it < nk; ++it) {
     mbar_wait(sm.full(ring.stage), ring.phase);
-    const uint32_t a_rows = sm.a(ring.stage) + cw * 64 * kRowBytes;
+    const uint32_t a_rows = sm.a(ring.stage) + a_off;
     const uint32_t b = sm.b(ring.stage);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBK / 16; ++kk)
       Wgmma<BN, T>::template ss<kWgmmaTransB>(acc, desc_a(a_rows, kk), desc_b<kTransB>(b, kk), 1);
     wgmma_commit();
+    hook(it);
     if (it > 0) {
       wgmma_wait<1>();
       release_stage<CL>(sm.empty(prev), lane);
@@ -260,10 +347,12 @@ __device__ __forceinline__ void mma_unit(float (&acc)[BN / 2], const Smem<BN, ST
     ring.advance();
   }
   wgmma_wait<0>(); /* unconditionally: ptxas then sees every accumulator read after a wait */
-  if (nk > 0)
-    release_stage<CL>(sm.empty(prev), lane);
   fence_operands(acc);
+  return prev;
 }
+struct NoHook {
+  __device__ void operator()(int) const {}
+};
 
 /* ---- epilogue ------------------------------------------------------------------------ */
 
@@ -272,7 +361,11 @@ template <class T, class Epi> struct GemmArgs {
   T *out;
   void *ws; /* split-K workspace */
   int M, N, NB;
-  int tiles; /* mtiles * ntiles: split-K counters and slices */
+  int out_cols;  /* W: output columns per tile (BN; paired BN / 2, or BN / 2 - 8 shifted) */
+  int shift;     /* paired, shifted right half: s = N % 8 (0: not shifted) */
+  int tma_store; /* out's rows are 16-byte aligned: the staged boxes go out by TMA */
+  int add_tma;   /* ADD / ADD_RELU with add's rows 16-byte aligned: add comes in by TMA */
+  int tiles;     /* mtiles * ntiles: split-K counters and slices */
   Sched sched;
 };
 
@@ -293,88 +386,278 @@ __device__ __forceinline__ float2 apply_pair(const typename Epi::Params &ep,
   }
 }
 
-/* Applies the epilogue and stores this thread's part of a tile: rows row0
- * and row0 + 8, columns col0 + 8 j + {0, 1}. Per chunk of kChunkJ column
- * groups, first every pair goes through the functor (results back into
- * acc), then every store: the compiler cannot move an operand load (bias,
- * add) above a store to out, which may alias it as far as it knows, so
- * interleaving them would wait out a load latency per pair; chunks keep the
- * loads in flight within the register budget (128 accumulators + 64).
- * kInterior: the tile lies inside [M, N], N is even and out 4-byte
- * aligned, so no predicates and one 4-byte store per pair at a constant
- * offset from the row's start; otherwise predicated store_pair. */
-template <class T, class Epi, int BN, bool kInterior>
-__device__ __forceinline__ void store_tile(const typename Epi::Params &ep, T *out, int m, int n,
-                                           float (&acc)[BN / 2], int row0, int col0) {
-  constexpr int kJ = (Epi::kPaired ? BN / 2 : BN) / 8; /* column groups of 8 */
-  constexpr int kChunkJ = kJ < 16 ? kJ : 16;
+/* The shifted paired layout (top of the file): right accumulator column
+ * c + s moves to c, for every c < BN / 2 - 8. Column 8 g + 2 q + e (quad
+ * lane q) takes column t = 2 q + e + s of groups g / g + 1 from lane t % 8 / 2
+ * of its quad, element t % 2 = (e + s) % 2 (the same for every lane, so each
+ * lane sends that element). Ascending g reads group g + 1 before it is
+ * overwritten. The last group keeps stale values: its columns are >= W. */
+template <int BN> __device__ __forceinline__ void realign_right(float (&acc)[BN / 2], int s,
+                                                                int lane) {
+  constexpr int kGroups = BN / 16; /* 8-column groups per half */
+  constexpr int kRight = 4 * kGroups;
+  const int q = lane & 3, quad = lane & ~3;
+  const int t0 = 2 * q + s, t1 = t0 + 1;
+  const int src0 = quad + ((t0 & 7) >> 1), src1 = quad + ((t1 & 7) >> 1);
+  const bool hi0 = t0 >= 8, hi1 = t1 >= 8, odd = (s & 1) != 0;
 #pragma unroll
-  for (int j0 = 0; j0 < kJ; j0 += kChunkJ) {
-#pragma unroll
-    for (int j = j0; j < j0 + kChunkJ; ++j) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 8 * h, col = col0 + 8 * j, l = 4 * j + 2 * h;
-        if (kInterior || (row < m && col < n)) {
-          const float2 v = apply_pair<Epi, BN>(ep, acc, j, h, row, col, kInterior || col + 1 < n);
-          acc[l] = v.x;
-          acc[l + 1] = v.y;
-        }
-      }
-    }
+  for (int g = 0; g + 1 < kGroups; ++g)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = row0 + 8 * h;
-      if (!kInterior && row >= m)
-        continue;
-      T *dst = out + static_cast<long long>(row) * n + col0;
+      const int l = kRight + 4 * g + 2 * h, ln = l + 4;
+      const float a0 = odd ? acc[l + 1] : acc[l], b0 = odd ? acc[ln + 1] : acc[ln];
+      const float a1 = odd ? acc[l] : acc[l + 1], b1 = odd ? acc[ln] : acc[ln + 1];
+      const float x0 = __shfl_sync(0xffffffffu, a0, src0), y0 = __shfl_sync(0xffffffffu, b0, src0);
+      const float x1 = __shfl_sync(0xffffffffu, a1, src1), y1 = __shfl_sync(0xffffffffu, b1, src1);
+      acc[l] = hi0 ? y0 : x0;
+      acc[l + 1] = hi1 ? y1 : x1;
+    }
+}
+
+/* The epilogue functor on this thread's part of a tile: rows row0 and
+ * row0 + 8, columns col0 + 8 j + {0, 1} (j < kOut / 8); results back into
+ * acc (paired: the left half). All pairs go through the functor before any
+ * store, so their operand loads (bias, add) are all in flight together.
+ * kInterior: the warpgroup's rows and the tile's columns lie inside
+ * [M, N]: no edge checks on operand reads (the store clips the tile). */
+template <class T, class Epi, int BN, bool kInterior>
+__device__ __forceinline__ void apply_tile(const typename Epi::Params &ep, float (&acc)[BN / 2],
+                                           int m, int n, int n_lim, int row0, int col0) {
+  constexpr int kJ = (Epi::kPaired ? BN / 2 : BN) / 8; /* column groups of 8 */
 #pragma unroll
-      for (int j = j0; j < j0 + kChunkJ; ++j) {
-        const int col = col0 + 8 * j, l = 4 * j + 2 * h;
-        if (kInterior)
-          *reinterpret_cast<uint32_t *>(dst + 8 * j) = pack2<T>(acc[l], acc[l + 1]); /* RN */
-        else if (col < n)
-          store_pair<T>(out, n, row, col, make_float2(acc[l], acc[l + 1]), col + 1 < n);
+  for (int j = 0; j < kJ; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 8 * h, col = col0 + 8 * j, l = 4 * j + 2 * h;
+      if (kInterior || (row < m && col < n_lim)) {
+        const float2 v = apply_pair<Epi, BN>(ep, acc, j, h, row, col, kInterior || col + 1 < n);
+        acc[l] = v.x;
+        acc[l + 1] = v.y;
       }
     }
   }
 }
 
-/* Applies the epilogue to this thread's accumulators of tile (tm, tn) and
- * stores them. Interior tiles of EpiLinear get the kind as a compile-time
- * constant (its branches and unused operand loads fold away). */
-template <class T, class Epi, int BN>
-__device__ __forceinline__ void epilogue_store(const GemmArgs<T, Epi> &args, float (&acc)[BN / 2],
-                                               int tm, int tn, int cw, int warp, int lane) {
-  constexpr int kCols = Epi::kPaired ? BN / 2 : BN;
-  const int row0 = tm * kBM + cw * 64 + warp * 16 + lane / 4;
-  const int col0 = tn * kCols + 2 * (lane % 4);
-  const bool interior = (tm + 1) * kBM <= args.M && (tn + 1) * kCols <= args.N &&
-                        (args.N & 1) == 0 && (reinterpret_cast<uintptr_t>(args.out) & 3) == 0;
-  if (!interior) {
-    store_tile<T, Epi, BN, false>(args.ep, args.out, args.M, args.N, acc, row0, col0);
-    return;
+/* Staging box addressing: box row r (of the warpgroup's 64) at r * 128
+ * bytes, its 16-byte chunk c at c ^ (r % 8) (TMA's 128B swizzle; an
+ * 8-column group is one chunk). For stmatrix / ldmatrix x4 over groups jc,
+ * jc + 1 (rows +0 and +8 of the warp's 16), lane l addresses row l % 8 of
+ * matrix l / 8: matrices (jc, +0), (jc, +8), (jc + 1, +0), (jc + 1, +8). */
+__device__ __forceinline__ uint32_t box_addr(uint32_t box, int warp, int lane, int jc) {
+  const int i = lane & 7, m = lane >> 3;
+  return box + (16 * warp + 8 * (m & 1) + i) * kRowBytes + (((jc + (m >> 1)) ^ i) << 4);
+}
+
+/* Rounds output chunk ch (tile columns 64 ch .. 64 ch + 63) of this warp's
+ * 16 rows into a staging box. */
+template <class T, int BN>
+__device__ __forceinline__ void stage_chunk(uint32_t box, const float (&acc)[BN / 2], int ch,
+                                            int warp, int lane) {
+#pragma unroll
+  for (int jc = 0; jc < 8; jc += 2) {
+    const int j = 8 * ch + jc;
+    stmatrix_x4(box_addr(box, warp, lane, jc), pack2<T>(acc[4 * j], acc[4 * j + 1]),
+                pack2<T>(acc[4 * j + 2], acc[4 * j + 3]), pack2<T>(acc[4 * j + 4], acc[4 * j + 5]),
+                pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
   }
+}
+
+/* The same with the add tile already in the box (ADD, ADD_RELU by TMA):
+ * each warp reads its fragments of add, applies the epilogue formula to
+ * (acc, add) and writes the result back in place. */
+template <class T, int BN>
+__device__ __forceinline__ void stage_chunk_add(uint32_t box, const float (&acc)[BN / 2], int ch,
+                                                int kind, int warp, int lane) {
+#pragma unroll
+  for (int jc = 0; jc < 8; jc += 2) {
+    const int j = 8 * ch + jc;
+    const uint32_t addr = box_addr(box, warp, lane, jc);
+    uint32_t r[4];
+    ldmatrix_x4(addr, r[0], r[1], r[2], r[3]);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float2 x = unpack2<T>(r[q]);
+      r[q] = pack2<T>(fp_epilogue_unpaired(kind, acc[4 * j + 2 * q], x.x),
+                      fp_epilogue_unpaired(kind, acc[4 * j + 2 * q + 1], x.y));
+    }
+    stmatrix_x4(addr, r[0], r[1], r[2], r[3]);
+  }
+}
+
+/* Without TMA: the warpgroup writes a staged box's rows itself, a warp per
+ * row (lane l: columns 2 l, 2 l + 1), within rows < m and columns < n_lim. */
+template <class T>
+__device__ __forceinline__ void copy_box_out(uint32_t box, T *out, long long n, int m, int n_lim,
+                                             int grow0, int gcol0, int warp, int lane) {
+  const int gcol = gcol0 + 2 * lane;
+  if (gcol >= n_lim)
+    return;
+  const bool both = gcol + 1 < n_lim;
+#pragma unroll 4
+  for (int r = warp; r < 64; r += 4) {
+    const int grow = grow0 + r;
+    if (grow >= m)
+      break;
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];"
+                 : "=r"(v)
+                 : "r"(box + r * kRowBytes + ((((lane >> 2) ^ (r & 7))) << 4) + (lane & 3) * 4)
+                 : "memory");
+    T *dst = out + static_cast<long long>(grow) * n + gcol;
+    if (both && (reinterpret_cast<uintptr_t>(dst) & 3) == 0) {
+      *reinterpret_cast<uint32_t *>(dst) = v;
+    } else {
+      T x, y;
+      const uint16_t lo = static_cast<uint16_t>(v & 0xffffu), hi = static_cast<uint16_t>(v >> 16);
+      memcpy(&x, &lo, 2);
+      memcpy(&y, &hi, 2);
+      dst[0] = x;
+      if (both)
+        dst[1] = y;
+    }
+  }
+}
+
+/* Output chunks of tile column tn with a column < N (the same for the whole
+ * CTA: it decides whether a stage is borrowed). */
+template <int kOut>
+__device__ __forceinline__ int live_chunks(int n, int out_cols, int tn) {
+  const int n0 = tn * out_cols;
+  const int lim = min(n, n0 + out_cols);
+  const int c = (lim - n0 + kEpiCols - 1) / kEpiCols;
+  return c < kOut / kEpiCols ? c : kOut / kEpiCols;
+}
+
+/* ADD by TMA: the add tile's chunks [c0, c1) of warpgroup cw into their
+ * staging boxes, completing on `bar` (the elected thread; the boxes are free). */
+template <class SmemT>
+__device__ __forceinline__ void load_add_chunks(const SmemT &sm, const CUtensorMap *tma_add,
+                                                uint32_t bar, int cw, int held, int c0, int c1,
+                                                int n0, int grow0) {
+  if (c1 <= c0)
+    return;
+  mbar_arrive_expect_tx(bar, static_cast<uint32_t>(c1 - c0) * kEpiBoxBytes);
+  for (int c = c0; c < c1; ++c)
+    tma_load_2d(sm.box(cw, c, held), tma_add, bar, n0 + c * kEpiCols, grow0);
+}
+
+/* Per consumer warpgroup: the phases of its add barriers, and whether the
+ * current tile's add chunks in its own boxes were loaded during the main
+ * loop. */
+struct AddState {
+  uint32_t phase = 0, phase2 = 0;
+  bool preloaded = false;
+};
+
+/* The epilogue of tile (tm, tn) for warpgroup cw: the functor in registers,
+ * the rounded values into its staging boxes (chunks >= kEpiBufs in the
+ * borrowed stage `held`), then one TMA store per box, or, without TMA,
+ * coalesced stores by the warpgroup. With a borrowed stage, the caller has
+ * synchronised both warpgroups (their wgmmas no longer read it). Interior
+ * tiles of EpiLinear get the kind as a compile-time constant (its branches
+ * and unused operand loads fold away). */
+template <class T, class Epi, int BN, class SmemT>
+__device__ __forceinline__ void epilogue(const GemmArgs<T, Epi> &args, const CUtensorMap *tma_c,
+                                         const CUtensorMap *tma_add, const SmemT &sm,
+                                         float (&acc)[BN / 2], int tm, int tn, int held, int cw,
+                                         int warp, int lane, AddState &add) {
+  constexpr int kOut = Epi::kPaired ? BN / 2 : BN;
+  if constexpr (Epi::kPaired) {
+    if (args.shift != 0)
+      realign_right<BN>(acc, args.shift, lane);
+  }
+  const int w = args.out_cols;
+  const int n0 = tn * w;
+  const int n_lim = min(args.N, n0 + w);
+  const int live = live_chunks<kOut>(args.N, w, tn);
+  const int grow0 = tm * kBM + cw * 64; /* this warpgroup's 64 rows */
+  const int row0 = grow0 + warp * 16 + lane / 4;
+  const int col0 = n0 + 2 * (lane % 4);
+  if (grow0 >= args.M)
+    return; /* this warpgroup's rows are all past M (uniform over the warpgroup) */
+  const bool tma = args.tma_store != 0;
+  const bool elected = (threadIdx.x & 127) == 0;
+  bool add_in_box = false;
   if constexpr (std::is_same<Epi, EpiLinear<T>>::value) {
-    typename Epi::Params ep = args.ep;
-    switch (args.ep.kind) {
+    if (args.add_tma) { /* add arrives in the staging boxes (see the consumer loop) */
+      constexpr int kOwn = SmemT::kEpiBufs;
+      const int own = min(live, kOwn);
+      if (elected) {
+        if (!add.preloaded) {
+          bulk_wait_read<0>(); /* the previous stores have read the boxes */
+          load_add_chunks(sm, tma_add, sm.epibar(cw), cw, held, 0, own, n0, grow0);
+        }
+        load_add_chunks(sm, tma_add, sm.epibar2(cw), cw, held, own, live, n0, grow0);
+      }
+      if (own > 0) {
+        mbar_wait(sm.epibar(cw), add.phase);
+        add.phase ^= 1u;
+#pragma unroll
+        for (int c = 0; c < kOwn && c < kOut / kEpiCols; ++c)
+          if (c < live)
+            stage_chunk_add<T, BN>(sm.box(cw, c, held), acc, c, args.ep.kind, warp, lane);
+      }
+      if (live > own) {
+        mbar_wait(sm.epibar2(cw), add.phase2);
+        add.phase2 ^= 1u;
+#pragma unroll
+        for (int c = kOwn; c < kOut / kEpiCols; ++c)
+          if (c < live)
+            stage_chunk_add<T, BN>(sm.box(cw, c, held), acc, c, args.ep.kind, warp, lane);
+      }
+      add.preloaded = false;
+      add_in_box = true;
+    }
+  }
+  if (!add_in_box) {
+    const bool interior = grow0 + 64 <= args.M && n0 + w <= args.N;
+    if (!interior) {
+      apply_tile<T, Epi, BN, false>(args.ep, acc, args.M, args.N, n_lim, row0, col0);
+    } else if constexpr (std::is_same<Epi, EpiLinear<T>>::value) {
+      typename Epi::Params ep = args.ep;
+      switch (args.ep.kind) {
 #define FP_SM90_KIND(K)                                                                            \
   case K:                                                                                          \
     ep.kind = K;                                                                                   \
-    store_tile<T, Epi, BN, true>(ep, args.out, args.M, args.N, acc, row0, col0);                   \
-    return;
-      FP_SM90_KIND(FP_EPI_NONE)
-      FP_SM90_KIND(FP_EPI_BIAS)
-      FP_SM90_KIND(FP_EPI_ADD)
-      FP_SM90_KIND(FP_EPI_RELU)
-      FP_SM90_KIND(FP_EPI_BIAS_RELU)
-      FP_SM90_KIND(FP_EPI_ADD_RELU)
+    apply_tile<T, Epi, BN, true>(ep, acc, args.M, args.N, n_lim, row0, col0);                      \
+    break;
+        FP_SM90_KIND(FP_EPI_NONE)
+        FP_SM90_KIND(FP_EPI_BIAS)
+        FP_SM90_KIND(FP_EPI_ADD)
+        FP_SM90_KIND(FP_EPI_RELU)
+        FP_SM90_KIND(FP_EPI_BIAS_RELU)
+        FP_SM90_KIND(FP_EPI_ADD_RELU)
 #undef FP_SM90_KIND
-    default:
-      return;
+      default:
+        break;
+      }
+    } else {
+      apply_tile<T, Epi, BN, true>(args.ep, acc, args.M, args.N, n_lim, row0, col0);
+    }
+    if (tma && elected)
+      bulk_wait_read<0>(); /* the previous tile's stores have read this warpgroup's boxes */
+    warpgroup_sync(cw);
+#pragma unroll
+    for (int c = 0; c < kOut / kEpiCols; ++c)
+      if (c < live)
+        stage_chunk<T, BN>(sm.box(cw, c, held), acc, c, warp, lane);
+  }
+  if (tma) {
+    fence_proxy_async(); /* the staged boxes are visible to the copy engine */
+    warpgroup_sync(cw);
+    if (elected) {
+      for (int c = 0; c < live; ++c)
+        tma_store_2d(tma_c, sm.box(cw, c, held), n0 + c * kEpiCols, grow0);
+      bulk_commit();
     }
   } else {
-    store_tile<T, Epi, BN, true>(args.ep, args.out, args.M, args.N, acc, row0, col0);
+    warpgroup_sync(cw);
+#pragma unroll
+    for (int c = 0; c < kOut / kEpiCols; ++c)
+      if (c < live)
+        copy_box_out<T>(sm.box(cw, c, held), args.out, args.N, args.M, n_lim, grow0,
+                        n0 + c * kEpiCols, warp, lane);
+    warpgroup_sync(cw); /* every read of the boxes is done (the next tile, a borrowed stage) */
   }
 }
 
@@ -382,7 +665,8 @@ __device__ __forceinline__ void epilogue_store(const GemmArgs<T, Epi> &args, flo
  * arrives last on the tile's counter sums the slices in order 0..split_k-1
  * into acc and returns true (the caller then runs the epilogue), and
  * resets the counter. The slice is row-major [kBM, BN] within the tile, in
- * the B tile's column order (paired: left half, then right half). */
+ * the B tile's column order (paired: left half, then right half). The sum
+ * reads 16 column groups of a slice at a time, all loads in flight. */
 template <class T, class Epi, int BN>
 __device__ __forceinline__ bool split_reduce(const GemmArgs<T, Epi> &args, float (&acc)[BN / 2],
                                              const Unit &w, int cw, int warp, int lane,
@@ -415,22 +699,29 @@ __device__ __forceinline__ bool split_reduce(const GemmArgs<T, Epi> &args, float
   if (!last)
     return false;
   __threadfence();
-  const float *base = split_slice(args.ws, args.tiles, tile, 0, kBM, BN);
+  const float *base = split_slice(args.ws, args.tiles, tile, 0, kBM, BN) + lrow * BN + lcol;
   const long long slice_stride = static_cast<long long>(args.tiles) * kBM * BN;
+  constexpr int kJ = BN / 8, kCJ = kJ < 16 ? kJ : 16;
 #pragma unroll
-  for (int j = 0; j < BN / 8; ++j)
+  for (int j0 = 0; j0 < kJ; j0 += kCJ) {
+    for (int s = 0; s < split_k; ++s) {
+      const float *p = base + s * slice_stride;
+      float2 v[kCJ][2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float *p = base + (lrow + 8 * h) * BN + lcol + 8 * j;
-      float2 sum = __ldcg(reinterpret_cast<const float2 *>(p));
-      for (int s = 1; s < split_k; ++s) {
-        const float2 v = __ldcg(reinterpret_cast<const float2 *>(p + s * slice_stride));
-        sum.x += v.x;
-        sum.y += v.y;
-      }
-      acc[4 * j + 2 * h] = sum.x;
-      acc[4 * j + 2 * h + 1] = sum.y;
+      for (int j = 0; j < kCJ; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          v[j][h] = __ldcg(reinterpret_cast<const float2 *>(p + 8 * h * BN + 8 * (j0 + j)));
+#pragma unroll
+      for (int j = 0; j < kCJ; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int l = 4 * (j0 + j) + 2 * h;
+          acc[l] = s == 0 ? v[j][h].x : acc[l] + v[j][h].x;
+          acc[l + 1] = s == 0 ? v[j][h].y : acc[l + 1] + v[j][h].y;
+        }
     }
+  }
   return true;
 }
 
@@ -439,18 +730,26 @@ __device__ __forceinline__ bool split_reduce(const GemmArgs<T, Epi> &args, float
 template <class T, class Epi, int BN, int STAGES, int CL, bool kSplit, bool kTransB>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap tma_a,
-                const __grid_constant__ CUtensorMap tma_b, const GemmArgs<T, Epi> args) {
+                const __grid_constant__ CUtensorMap tma_b,
+                const __grid_constant__ CUtensorMap tma_c,
+                const __grid_constant__ CUtensorMap tma_add, const GemmArgs<T, Epi> args) {
 #if FP_SM90A
+  constexpr int kOut = Epi::kPaired ? BN / 2 : BN;
+  using SmemT = Smem<BN, STAGES, kOut>;
   static_assert(CL == 1 || BTile<BN, kTransB, Epi::kPaired>::kBoxes % CL == 0, "multicast split");
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = align1024(smem_raw);
-  const Smem<BN, STAGES> sm{smem_u32(smem)};
-  volatile int *flag = reinterpret_cast<volatile int *>(smem + Smem<BN, STAGES>::kFlagOffset);
+  const SmemT sm{smem_u32(smem)};
+  volatile int *flag = reinterpret_cast<volatile int *>(smem + SmemT::kFlagOffset);
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(sm.full(s), 1);       /* the producer's arrive.expect_tx */
       mbar_init(sm.empty(s), 8 * CL); /* every consumer warp of every CTA it feeds */
+    }
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(sm.epibar(i), 1);
+      mbar_init(sm.epibar2(i), 1);
     }
     fence_mbar_init();
   }
@@ -473,13 +772,30 @@ __global__ void __launch_bounds__(kThreads, 1)
       Ring<STAGES> ring;
       for (int u = first; u < sc.units; u += step) {
         const Unit w = sc.decode<CL>(u, rank);
-        const int a_row = w.tm * kBM < args.M ? w.tm * kBM : 0; /* a phantom cluster tile */
+        const bool real = w.tm * kBM < args.M;
+        const int a_row = real ? w.tm * kBM : 0; /* a phantom cluster tile */
+        const auto prefetch_add = [&]() {
+          /* The add chunks that go to the borrowed stage are loaded only in
+           * the epilogue: pull them into L2 ahead. */
+          const int n0 = w.tn * args.out_cols;
+#pragma unroll
+          for (int c = SmemT::kEpiBufs; c < kOut / kEpiCols; ++c)
+            if (n0 + c * kEpiCols < args.N) {
+              tma_prefetch_l2_2d(&tma_add, n0 + c * kEpiCols, a_row);
+              if (a_row + 64 < args.M)
+                tma_prefetch_l2_2d(&tma_add, n0 + c * kEpiCols, a_row + 64);
+            }
+        };
+        const bool prefetch = SmemT::kBorrow > 0 && args.add_tma && real;
         for (int kb = w.kb0; kb < w.kb1; ++kb) {
           producer_acquire<STAGES>(sm.empty(ring.stage), ring);
-          load_ab<BN, STAGES, CL, kTransB, Epi::kPaired>(sm, ring.stage, &tma_a, &tma_b, a_row, kb,
-                                                         w.tn, args.N, args.NB, rank);
+          load_ab<BN, STAGES, kOut, CL, kTransB, Epi::kPaired>(
+              sm, ring.stage, &tma_a, &tma_b, a_row, kb, w.tn, args.N, args.NB, args.out_cols,
+              args.shift, rank);
           ring.advance();
         }
+        if (prefetch)
+          prefetch_add(); /* STAGES k-blocks ahead of the consumers */
       }
     }
   } else {
@@ -488,19 +804,67 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int cw = threadIdx.x / 128 - 1;
     const int warp = (threadIdx.x / 32) % 4;
     const int lane = threadIdx.x % 32;
+    const bool elected = (threadIdx.x & 127) == 0;
+    if (elected && args.tma_store)
+      tma_prefetch_map(&tma_c);
+    if (elected && args.add_tma)
+      tma_prefetch_map(&tma_add);
     float acc[BN / 2];
     Ring<STAGES> ring;
+    AddState add;
+    /* A stage borrowed by the previous epilogue: released (for this
+     * warpgroup's 4 warps at once) once its boxes have been read, after the
+     * next unit's first wgmmas are issued. */
+    int held = -1;
+    const auto release_held = [&]() {
+      if (held >= 0 && elected) {
+        if (args.tma_store)
+          bulk_wait_read<0>();
+        release_stage_wg<CL>(sm.empty(held));
+      }
+      held = -1;
+    };
     for (int u = first; u < sc.units; u += step) {
       const Unit w = sc.decode<CL>(u, rank);
-      mma_unit<T, BN, STAGES, CL, kTransB>(acc, sm, ring, w.kb1 - w.kb0, cw, lane);
-      if (w.tm >= sc.mtiles)
-        continue; /* the phantom half of a cluster pair: nothing to store */
-      if (kSplit && sc.split_k > 1) {
-        if (!split_reduce<T, Epi, BN>(args, acc, w, cw, warp, lane, flag))
-          continue;
+      const int nk = w.kb1 - w.kb0;
+      /* ADD by TMA: the chunks of add that go to this warpgroup's own boxes
+       * are loaded kAddLead k-blocks before the epilogue (unsplit tiles);
+       * the producer pulls the others into L2 (they land in the borrowed
+       * stage, free only at the epilogue). */
+      const bool preload = args.add_tma && w.tm < sc.mtiles && sc.split_k == 1 &&
+                           w.tm * kBM + cw * 64 < args.M;
+      const auto hook = [&](int it) {
+        if (it == 0)
+          release_held();
+        if (preload && it == max(nk - kAddLead, 0) && elected) {
+          bulk_wait_read<0>(); /* the previous stores have read the boxes */
+          load_add_chunks(sm, &tma_add, sm.epibar(cw), cw, -1, 0,
+                          min(live_chunks<kOut>(args.N, args.out_cols, w.tn), SmemT::kEpiBufs),
+                          w.tn * args.out_cols, w.tm * kBM + cw * 64);
+        }
+      };
+      const int last = mma_unit<T, BN, STAGES, kOut, CL, kTransB>(
+          acc, sm, ring, nk, cw * 64u * kRowBytes, lane, hook);
+      release_held(); /* when the unit had no k-block */
+      add.preloaded = preload && nk > 0;
+      bool store = w.tm < sc.mtiles; /* not the phantom half of a cluster pair */
+      if (store && kSplit && sc.split_k > 1)
+        store = split_reduce<T, Epi, BN>(args, acc, w, cw, warp, lane, flag);
+      const bool borrow = store && last >= 0 && SmemT::kBorrow > 0 &&
+                          live_chunks<kOut>(args.N, args.out_cols, w.tn) > SmemT::kEpiBufs;
+      if (borrow) {
+        consumers_sync(); /* both warpgroups' wgmmas are done with the stage */
+        held = last;
+      } else if (last >= 0) {
+        release_stage<CL>(sm.empty(last), lane);
       }
-      epilogue_store<T, Epi, BN>(args, acc, w.tm, w.tn, cw, warp, lane);
+      if (store)
+        epilogue<T, Epi, BN>(args, &tma_c, &tma_add, sm, acc, w.tm, w.tn, held, cw, warp, lane,
+                             add);
     }
+    release_held();
+    if (args.tma_store && elected)
+      bulk_wait<0>(); /* the staged stores are written (and their boxes read) before exit */
   }
   if (CL > 1)
     cluster_sync(); /* no CTA leaves while its peer may still arrive on its barriers */
@@ -511,15 +875,28 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 /* ---- the b2b (gemm2) kernel -------------------------------------------------------------- */
 
-/* gemm2's output: the product as it is. */
-struct EpiIdentity {
-  static constexpr bool kPaired = false;
-  struct Params {};
-  __device__ __forceinline__ static float2 apply(const Params &, long long, long long, float2 acc,
-                                                 bool) {
-    return acc;
+/* Stores gemm2's out tile straight from registers: rows row0 and row0 + 8,
+ * columns col0 + 8 j + {0, 1}. kInterior: the tile lies inside [M, P], P is
+ * even and out 4-byte aligned: one 4-byte store per pair, no predicates. */
+template <class T, int BN, bool kInterior>
+__device__ __forceinline__ void store_direct(T *out, int m, int n, const float (&acc)[BN / 2],
+                                             int row0, int col0) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + 8 * h;
+    if (!kInterior && row >= m)
+      continue;
+    T *dst = out + static_cast<long long>(row) * n + col0;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int col = col0 + 8 * j, l = 4 * j + 2 * h;
+      if (kInterior)
+        *reinterpret_cast<uint32_t *>(dst + 8 * j) = pack2<T>(acc[l], acc[l + 1]); /* RN */
+      else if (col < n)
+        store_pair<T>(out, n, row, col, make_float2(acc[l], acc[l + 1]), col + 1 < n);
+    }
   }
-};
+}
 
 template <class T> struct Gemm2Args {
   T *out;
@@ -533,11 +910,12 @@ __global__ void __launch_bounds__(kThreads, 1)
                  const __grid_constant__ CUtensorMap tma_b,
                  const __grid_constant__ CUtensorMap tma_d, const Gemm2Args<T> args) {
 #if FP_SM90A
+  using SmemT = Smem<BN, STAGES, 0>;
   constexpr int kDBytes = kBK * kB2bBN2 * 2; /* one d tile: 64 rows (n) x 128 columns (p) */
-  static_assert(kDBytes <= Smem<BN, STAGES>::kStageBytes, "a d tile fits a stage");
+  static_assert(kDBytes <= SmemT::kStageBytes, "a d tile fits a stage");
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = align1024(smem_raw);
-  const Smem<BN, STAGES> sm{smem_u32(smem)};
+  const SmemT sm{smem_u32(smem)};
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -561,8 +939,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                   pt1 = (pg + 1) * args.ptiles / args.pgroups;
         for (int kb = 0; kb < args.kblocks; ++kb) { /* the intermediate [128, N] */
           producer_acquire<STAGES>(sm.empty(ring.stage), ring);
-          load_ab<BN, STAGES, 1, kTransB, false>(sm, ring.stage, &tma_a, &tma_b, tm * kBM, kb, 0,
-                                                 args.N, args.N, 0u);
+          load_ab<BN, STAGES, 0, 1, kTransB, false>(sm, ring.stage, &tma_a, &tma_b, tm * kBM, kb,
+                                                    0, args.N, args.N, BN, 0, 0u);
           ring.advance();
         }
         for (int pt = pt0; pt < pt1; ++pt) /* then d, [64 n, 128 p] per stage */
@@ -592,7 +970,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
       const int tm = u / args.pgroups, pg = u % args.pgroups;
       const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
-      mma_unit<T, BN, STAGES, 1, kTransB>(acc, sm, ring, args.kblocks, cw, lane);
+      const int last = mma_unit<T, BN, STAGES, 0, 1, kTransB>(
+          acc, sm, ring, args.kblocks, cw * 64u * kRowBytes, lane, NoHook{});
+      if (last >= 0)
+        release_stage<1>(sm.empty(last), lane);
       /* Round to T and pack (mma_sm90.cuh: a[0..3] of step s are accumulators
        * 8 s .. 8 s + 7). Columns >= N are zeroed: d's rows there are TMA
        * zeros, and 0 * (a clamped box's values) must not make NaN. */
@@ -635,14 +1016,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         fence_operands(acc2);
         const int row0 = tm * kBM + cw * 64 + warp * 16 + lane / 4;
         const int col0 = pt * kB2bBN2 + 2 * (lane % 4);
-        const EpiIdentity::Params none{};
         if ((tm + 1) * kBM <= args.M && (pt + 1) * kB2bBN2 <= args.P && (args.P & 1) == 0 &&
             (reinterpret_cast<uintptr_t>(args.out) & 3) == 0)
-          store_tile<T, EpiIdentity, kB2bBN2, true>(none, args.out, args.M, args.P, acc2, row0,
-                                                    col0);
+          store_direct<T, kB2bBN2, true>(args.out, args.M, args.P, acc2, row0, col0);
         else
-          store_tile<T, EpiIdentity, kB2bBN2, false>(none, args.out, args.M, args.P, acc2, row0,
-                                                     col0);
+          store_direct<T, kB2bBN2, false>(args.out, args.M, args.P, acc2, row0, col0);
       }
     }
   }
@@ -762,7 +1140,8 @@ template <class T> typename EpiGeglu<T>::Params epi_params(const Problem &p, Epi
 
 template <class T, class Epi, int BN, int STAGES, int CL, bool kSplit, bool kTransB>
 cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
-  constexpr int kSmem = Smem<BN, STAGES>::kBytes;
+  constexpr int kOutC = Epi::kPaired ? BN / 2 : BN;
+  constexpr int kSmem = Smem<BN, STAGES, kOutC>::kBytes;
   auto kernel = gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, kTransB>;
   static KernelOnce<decltype(kernel)> once;
 
@@ -771,7 +1150,9 @@ cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
   if (e != cudaSuccess)
     return e;
   const long long nb = Epi::kPaired ? 2 * p.N : p.N;
-  const int out_cols = Epi::kPaired ? BN / 2 : BN;
+  /* paired with B [K, 2N] row-major and N % 8 != 0: the shifted layout */
+  const bool shifted = Epi::kPaired && !p.trans_b && (p.N & 7) != 0;
+  const int out_cols = !Epi::kPaired ? BN : shifted ? BN / 2 - 8 : BN / 2;
   GemmArgs<T, Epi> args;
   args.ep = epi_params<T>(p, static_cast<Epi *>(nullptr));
   args.out = static_cast<T *>(p.out);
@@ -779,14 +1160,34 @@ cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
   args.M = static_cast<int>(p.M);
   args.N = static_cast<int>(p.N);
   args.NB = static_cast<int>(nb);
+  args.out_cols = out_cols;
+  args.shift = shifted ? static_cast<int>(p.N & 7) : 0;
+  /* TMA stores need 16-byte aligned rows: out aligned and N a multiple of 8 */
+  args.tma_store = aligned16(p.out) && (p.N & 7) == 0;
+  args.add_tma = args.tma_store && FP_EPI_READS_ADD(p.epilogue) && aligned16(p.add);
+
   Sched &sc = args.sched;
   sc.mtiles = static_cast<int>((p.M + kBM - 1) / kBM);
   sc.ntiles = static_cast<int>((p.N + out_cols - 1) / out_cols);
   sc.split_k = split_k;
   sc.kblocks = static_cast<int>((p.K + kBK - 1) / kBK);
+  sc.group_m = kGroupM;
+#ifdef FP_SM90_LAB
+  if (g_sm90_lab_group_m >= CL)
+    sc.group_m = g_sm90_lab_group_m;
+#endif
   args.tiles = sc.mtiles * sc.ntiles;
+  if (shifted && split_k > 1 && p.ws != nullptr) {
+    /* The narrower shifted tiles outnumber those the workspace was sized
+     * for (ceil(2N / BN) per row of tiles): fewer splits, same result. */
+    while (split_k > 1 &&
+           p.ws_bytes < split_workspace_bytes(static_cast<long long>(sc.mtiles) * sc.ntiles,
+                                              split_k, kBM, BN))
+      --split_k;
+    sc.split_k = split_k;
+  }
   const long long mpairs = (sc.mtiles + CL - 1) / CL;
-  const long long units = mpairs * sc.ntiles * split_k;
+  const long long units = mpairs * sc.ntiles * split_k; /* split_k as adjusted above */
   if (static_cast<long long>(sc.mtiles) * sc.ntiles > kMaxCoord || units > kMaxCoord)
     return cudaErrorInvalidValue;
   sc.units = static_cast<int>(units);
@@ -796,10 +1197,16 @@ cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
       return cudaErrorInvalidValue;
   }
 
-  CUtensorMap ta, tb;
+  CUtensorMap ta, tb, tc, tadd;
+  memset(&tc, 0, sizeof tc); /* unused unless tma_store */
+  memset(&tadd, 0, sizeof tadd); /* unused unless add_tma */
   e = encode_2d(&ta, p.dtype, p.a, p.K, p.M, p.lda, kBK, kBM);
   if (e == cudaSuccess)
     e = encode_b(&tb, p.dtype, p.b, p.trans_b != 0, p.K, nb, p.ldb, BN);
+  if (e == cudaSuccess && args.tma_store) /* out [M, N]: staging boxes of 64 rows x 64 columns */
+    e = encode_2d(&tc, p.dtype, p.out, p.N, p.M, p.N, kEpiCols, 64);
+  if (e == cudaSuccess && args.add_tma) /* add [M, N], the same boxes */
+    e = encode_2d(&tadd, p.dtype, p.add, p.N, p.M, p.N, kEpiCols, 64);
   if (e == cudaSuccess)
     e = prepare(once, kernel, kSmem);
   if (e != cudaSuccess)
@@ -850,7 +1257,7 @@ cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = CL > 1 ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, ta, tb, args);
+  return cudaLaunchKernelEx(&cfg, kernel, ta, tb, tc, tadd, args);
 }
 
 /* Picks T, trans_b and the epilogue at run time for one table row. */
@@ -893,7 +1300,7 @@ cudaError_t run_row(const Problem &p, const Config &c, cudaStream_t stream) {
 
 template <class T, int BN, int STAGES, bool kTransB>
 cudaError_t launch_gemm2(const Problem2 &p, cudaStream_t stream) {
-  constexpr int kSmem = Smem<BN, STAGES>::kBytes;
+  constexpr int kSmem = Smem<BN, STAGES, 0>::kBytes;
   auto kernel = gemm2_kernel<T, BN, STAGES, kTransB>;
   static KernelOnce<decltype(kernel)> once;
 
@@ -968,8 +1375,11 @@ cudaError_t run2_row(const Problem2 &p, cudaStream_t stream) {
 /* Every table row is one the kernels support (checked at compile time). */
 template <int BM, int BN, int BK, int STAGES, int THREADS, int SMEM, unsigned FLAGS>
 constexpr bool row_ok() {
-  return BM == kBM && BK == kBK && THREADS == kThreads && SMEM == Smem<BN, STAGES>::kBytes &&
-         (BN == 64 || BN == 128 || BN == 256) &&
+  constexpr int kOutC = (FLAGS & FP_GEMM_CFG_B2B) ? 0 : (FLAGS & FP_GEMM_CFG_PAIRED) ? BN / 2 : BN;
+  return BM == kBM && BK == kBK && THREADS == kThreads &&
+         SMEM == Smem<BN, STAGES, kOutC>::kBytes &&
+         (BN == 64 || BN == 128 || BN == 192 || BN == 256) &&
+         (BN != 192 || !(FLAGS & (FP_GEMM_CFG_CLUSTER2 | FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_B2B))) &&
          (!(FLAGS & FP_GEMM_CFG_B2B) || (BN >= 128 && !(FLAGS & ~FP_GEMM_CFG_B2B))) &&
          (!(FLAGS & FP_GEMM_CFG_PAIRED) || BN >= 128) &&
          (!(FLAGS & FP_GEMM_CFG_CLUSTER2) || BN >= 128);

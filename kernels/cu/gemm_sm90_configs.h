@@ -8,19 +8,30 @@
  * Every row: BM = 128 (two consumer warpgroups of 64 rows; one producer
  * warpgroup issues TMA), BK = 64 (one 128-byte swizzle row of 16-bit
  * values), THREADS = 384, a persistent grid. BN is the width of one
- * wgmma (m64nBNk16) per consumer warpgroup; a PAIRED row's block stores
- * BN / 2 output columns (the left and right halves of its B tile). A B2B
+ * wgmma (m64nBNk16) per consumer warpgroup (64, 128, 192 or 256; 192: no
+ * CLUSTER2, PAIRED or B2B); a PAIRED row's block stores BN / 2 output
+ * columns (the left and right halves of its B tile; BN / 2 - 8 when B is
+ * [K, 2N] row-major and N % 8 != 0, see gemm_sm90.cu). A B2B
  * row computes gemm2_<dt> for N <= BN: its [128, N] intermediate stays in
  * registers, and d is streamed in [64, 128] tiles through the same stages.
  *
  * SMEM_BYTES = 1024 (alignment slack: swizzled tiles start 1024-aligned)
  *            + STAGES * (BM + BN) * BK * 2 (the A and B tiles of a stage)
- *            + STAGES * 16 (a full and an empty mbarrier per stage) + 16,
+ *            + 2 * E * 8192 (each consumer warpgroup's E staging boxes of
+ *              64 x 64 output values: E = min(OUT / 64, as many as fit
+ *              beside the rest in the 232448-byte opt-in; the other
+ *              OUT / 64 - E go into the stage of the tile's last k-block);
+ *              OUT = BN, BN / 2 for PAIRED, 0 for B2B)
+ *            + STAGES * 16 (a full and an empty mbarrier per stage)
+ *            + 32 unless B2B (two mbarriers per consumer warpgroup) + 16,
  * the exact dynamic shared memory the kernel asks for (gemm_sm90.cu
- * checks it at compile time); all are below the H100's 227 KiB opt-in.
+ * checks it at compile time); all are within the H100's 227 KiB opt-in.
  * A SPLIT_K row's workspace counts tiles = ceil(M / BM) * ceil(N / W),
  * W = BN (BN / 2 for PAIRED), with bm = BM and bn = BN in
- * split_workspace_bytes (a tile's slice holds its whole BN-wide product).
+ * split_workspace_bytes (a tile's slice holds its whole BN-wide product);
+ * the narrower shifted PAIRED tiles use fewer splits if that does not fit.
+ * The planner's rules for these rows (measured on an H100): gemm_plan.c,
+ * sm90_config_cost and its neighbours.
  */
 #ifndef FUSEPORT_GEMM_SM90_CONFIGS_H
 #define FUSEPORT_GEMM_SM90_CONFIGS_H
@@ -28,21 +39,27 @@
 /* clang-format off */
 #define FP_GEMM_SM90_CONFIGS(X)                                                                    \
   /* big GEMMs: 128x256 tiles in M-pairs, B multicast to both (half the L2 reads of B) */          \
-  X(0, 128, 256, 64, 4, 384, 197712, FP_GEMM_CFG_CLUSTER2)                                         \
+  X(0, 128, 256, 64, 4, 384, 230512, FP_GEMM_CFG_CLUSTER2)                                         \
   /* big GEMMs without clusters (odd tile rows, or when pairs do not fill the GPU) */              \
-  X(1, 128, 256, 64, 4, 384, 197712, 0)                                                            \
+  X(1, 128, 256, 64, 4, 384, 230512, 0)                                                            \
   /* mid sizes (more tiles than 128x256 gives); split-K for few tiles and long K */                \
-  X(2, 128, 128, 64, 6, 384, 197744, FP_GEMM_CFG_SPLIT_K)                                          \
+  X(2, 128, 128, 64, 6, 384, 230544, FP_GEMM_CFG_SPLIT_K)                                          \
   /* small N (<= 64) or too few 128x128 tiles; split-K likewise */                                 \
-  X(3, 128, 64, 64, 8, 384, 197776, FP_GEMM_CFG_SPLIT_K)                                           \
+  X(3, 128, 64, 64, 8, 384, 214192, FP_GEMM_CFG_SPLIT_K)                                           \
   /* paired epilogues (SPLIT_ACT, GEGLU), big: 128 x 128 outputs from a 128x256 product tile */    \
-  X(4, 128, 256, 64, 4, 384, 197712, FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_CLUSTER2)                    \
+  X(4, 128, 256, 64, 4, 384, 230512, FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_CLUSTER2)                    \
   /* paired epilogues, mid and small (128 x 64 outputs per block); split-K */                      \
-  X(5, 128, 128, 64, 6, 384, 197744, FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_SPLIT_K)                     \
+  X(5, 128, 128, 64, 6, 384, 214160, FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_SPLIT_K)                     \
   /* gemm2 (b2b) for N <= 128 */                                                                   \
   X(6, 128, 128, 64, 6, 384, 197744, FP_GEMM_CFG_B2B)                                              \
   /* gemm2 (b2b) for N <= 256 */                                                                   \
-  X(7, 128, 256, 64, 4, 384, 197712, FP_GEMM_CFG_B2B)
+  X(7, 128, 256, 64, 4, 384, 197712, FP_GEMM_CFG_B2B)                                              \
+  /* paired epilogues, big, without clusters (odd tile rows) */                                    \
+  X(8, 128, 256, 64, 4, 384, 230512, FP_GEMM_CFG_PAIRED)                                           \
+  /* sizes that 256-wide tiles quantise badly (N or the tile count: 3072, 1536) */                 \
+  X(9, 128, 192, 64, 4, 384, 214128, 0)                                                            \
+  /* B multicast on 128x128 tiles: rows of A or B that are not 128-byte aligned */                 \
+  X(10, 128, 128, 64, 6, 384, 230544, FP_GEMM_CFG_CLUSTER2)
 /* clang-format on */
 
 #endif

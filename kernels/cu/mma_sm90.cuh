@@ -22,6 +22,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
+#include <string.h>
 
 /* 1 in device passes that may use sm_90a instructions (wgmma, setmaxnreg). */
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -70,6 +71,19 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t cta_r
  * and the phase cannot complete while this arrival is pending. */
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+/* `count` arrivals at once (on this CTA's barrier, or on the barrier at the
+ * same offset in CTA `cta_rank` of the cluster). */
+__device__ __forceinline__ void mbar_arrive_cnt(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_cluster_cnt(uint32_t bar, uint32_t cta_rank,
+                                                        uint32_t count) {
+  asm volatile("{\n\t.reg .b32 rbar;\n\t"
+               "mapa.shared::cluster.u32 rbar, %0, %1;\n\t"
+               "mbarrier.arrive.shared::cluster.b64 _, [rbar], %2;\n\t}" ::"r"(bar),
+               "r"(cta_rank), "r"(count)
                : "memory");
 }
 /* true once the phase of parity `parity` has completed (acquire, CTA
@@ -140,6 +154,14 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map
                "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
                : "memory");
 }
+/* Pulls a box into L2 only (no shared memory, no barrier): a later load
+ * of it then hits L2. */
+__device__ __forceinline__ void tma_prefetch_l2_2d(const CUtensorMap *map, int c0, int c1) {
+  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global [%0, {%1, %2}];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(c0), "r"(c1)
+               : "memory");
+}
 /* Multicast: the box lands at offset `dst` of every CTA in `cta_mask`
  * (bit i = cluster rank i) and counts down the barrier at offset `bar` of
  * each of them. Each receiving CTA must expect these bytes itself. */
@@ -159,6 +181,61 @@ __device__ __forceinline__ void tma_load_3d_multicast(uint32_t dst, const CUtens
                "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "h"(cta_mask), "r"(c0), "r"(c1),
                "r"(c2)
                : "memory");
+}
+
+/* ---- TMA stores: shared memory -> global, bulk async-groups ------------------------
+ * The box at `src` (this CTA's shared memory, laid out as the map's swizzle
+ * says) is written to the tensor at the coordinates; parts of the box
+ * outside the tensor are not written. The copy reads shared memory after
+ * the instruction issues: the issuing thread commits its copies into
+ * bulk async-groups and waits on them (per thread state: the same thread
+ * issues, commits and waits). Writers of `src` fence the async proxy
+ * (fence_proxy_async) and synchronise with the issuing thread first. */
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, uint32_t src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(src), "r"(c0), "r"(c1)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+/* At most kPending of this thread's newest bulk groups still read shared
+ * memory (their sources may be overwritten once this returns). */
+template <int kPending> __device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
+}
+/* At most kPending of this thread's newest bulk groups are incomplete (the
+ * older ones' global writes are done). */
+template <int kPending> __device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+/* stmatrix m8n8 x4: four 8x8 matrices of 16-bit values to shared memory.
+ * Lane l gives the address of row l % 8 of matrix l / 8 (16 contiguous
+ * bytes); register i of every lane holds its fragment of matrix i, laid
+ * out as an mma accumulator pair: row l / 4, columns 2 (l % 4) + {0, 1}. */
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2,
+                                            uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+               "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+
+/* ldmatrix m8n8 x4: the converse of stmatrix_x4 (same addresses, same
+ * fragments). */
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t &r0, uint32_t &r1,
+                                            uint32_t &r2, uint32_t &r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr)
+               : "memory");
+}
+
+/* A named barrier among `count` threads (a multiple of 32; id 0 is
+ * __syncthreads). */
+__device__ __forceinline__ void named_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
 /* ---- proxies and registers ------------------------------------------------------- */
@@ -291,6 +368,7 @@ template <int kN, class T> struct Wgmma;
   "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 #define FP_SM90_D32 FP_SM90_D16_0 ", " FP_SM90_D16_1
 #define FP_SM90_D64 FP_SM90_D32 ", " FP_SM90_D16_2 ", " FP_SM90_D16_3
+#define FP_SM90_D96 FP_SM90_D64 ", " FP_SM90_D16_4 ", " FP_SM90_D16_5
 #define FP_SM90_D128                                                                               \
   FP_SM90_D64 ", " FP_SM90_D16_4 ", " FP_SM90_D16_5 ", " FP_SM90_D16_6 ", " FP_SM90_D16_7
 
@@ -302,6 +380,7 @@ template <int kN, class T> struct Wgmma;
   FP_SM90_F8(d, (i) + 0), FP_SM90_F8(d, (i) + 8), FP_SM90_F8(d, (i) + 16), FP_SM90_F8(d, (i) + 24)
 #define FP_SM90_OPS32(d) FP_SM90_F32(d, 0)
 #define FP_SM90_OPS64(d) FP_SM90_F32(d, 0), FP_SM90_F32(d, 32)
+#define FP_SM90_OPS96(d) FP_SM90_F32(d, 0), FP_SM90_F32(d, 32), FP_SM90_F32(d, 64)
 #define FP_SM90_OPS128(d)                                                                          \
   FP_SM90_F32(d, 0), FP_SM90_F32(d, 32), FP_SM90_F32(d, 64), FP_SM90_F32(d, 96)
 
@@ -340,6 +419,10 @@ FP_SM90_DEFINE_WGMMA(128, __half, "f16", FP_SM90_D64, FP_SM90_OPS64, "64", "65",
                      "69", "70")
 FP_SM90_DEFINE_WGMMA(128, __nv_bfloat16, "bf16", FP_SM90_D64, FP_SM90_OPS64, "64", "65", "66", "67",
                      "68", "69", "70")
+FP_SM90_DEFINE_WGMMA(192, __half, "f16", FP_SM90_D96, FP_SM90_OPS96, "96", "97", "98", "99", "100",
+                     "101", "102")
+FP_SM90_DEFINE_WGMMA(192, __nv_bfloat16, "bf16", FP_SM90_D96, FP_SM90_OPS96, "96", "97", "98", "99",
+                     "100", "101", "102")
 FP_SM90_DEFINE_WGMMA(256, __half, "f16", FP_SM90_D128, FP_SM90_OPS128, "128", "129", "130", "131",
                      "132", "133", "134")
 FP_SM90_DEFINE_WGMMA(256, __nv_bfloat16, "bf16", FP_SM90_D128, FP_SM90_OPS128, "128", "129", "130",
@@ -357,6 +440,19 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float x, float y) 
 template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float x, float y) {
   __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
   return *reinterpret_cast<uint32_t *>(&h);
+}
+
+/* The converse of pack2: the two 16-bit values of a word as floats. */
+template <class T> __device__ __forceinline__ float2 unpack2(uint32_t w);
+template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t w) {
+  __half2 h;
+  memcpy(&h, &w, 4);
+  return __half22float2(h);
+}
+template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t w) {
+  __nv_bfloat162 h;
+  memcpy(&h, &w, 4);
+  return __bfloat1622float2(h);
 }
 
 } // namespace fpsm90
