@@ -154,6 +154,55 @@ static int choose_split(const cfg_row *c, int64_t M, int64_t NB, int64_t K, int 
   return s >= 2 ? (int)s : 1;
 }
 
+static bool row_fits(const cfg_row *c, const fp_gemm_request *r, const fp_gemm_device *d,
+                     bool paired);
+
+/* SKINNY (M <= 16) moves B once at memory speed. Measured on an H100
+ * (lab/sm80_lab.cu, f16, M = 1..16, N and K 1024..50257, both layouts):
+ *  - f16/bf16 take the tensor-core row (STAGES >= 2; its kernel falls back
+ *    to CUDA cores for unaligned operands) without split-K: one block a
+ *    column tile moved B fastest, 1900-2950 GB/s with L2 flushed clean,
+ *    and splits were slower (16x8192x8192: 2063 GB/s unsplit, 1840 at 2,
+ *    1408 at 3), except where the tiles alone leave most SMs idle (below a
+ *    quarter: a split to about half the SMs; 8x1024x8192: 930 GB/s at 4,
+ *    750 unsplit);
+ *  - f32 takes the CUDA-core row 0 with split-K to about two blocks an SM
+ *    (f16 on that kernel, M = 1: 1x4096x4096 940 GB/s at 1, 1455 at 4;
+ *    1x8192x8192 2220 at 2; 1x50257x4096 2773 at 1).
+ * A split keeps at least two k-steps of its row. */
+static bool skinny_choose(const fp_gemm_request *r, const fp_gemm_device *d, bool paired,
+                          int64_t NB, const cfg_row **row, int *split) {
+  const bool tc = r->dtype != DT_F32;
+  const int sms = d->sm_count > 0 ? d->sm_count : 1;
+  *row = NULL;
+  for (int k = 0; k < tables[FP_GEMM_PATH_SKINNY].n && *row == NULL; ++k) {
+    const cfg_row *c = &tables[FP_GEMM_PATH_SKINNY].rows[k];
+    if (row_fits(c, r, d, paired) && (c->stages > 1) == tc)
+      *row = c;
+  }
+  for (int k = 0; k < tables[FP_GEMM_PATH_SKINNY].n && *row == NULL; ++k) /* any that fits */
+    if (row_fits(&tables[FP_GEMM_PATH_SKINNY].rows[k], r, d, paired))
+      *row = &tables[FP_GEMM_PATH_SKINNY].rows[k];
+  if (*row == NULL)
+    return false;
+  const cfg_row *c = *row;
+  const int64_t tiles = ceil_div(NB, c->bn);
+  int64_t s = 1;
+  if (c->stages > 1) {
+    if (tiles * 4 < sms)
+      s = sms / (2 * tiles);
+  } else {
+    s = (2 * sms + tiles / 2) / tiles;
+  }
+  const int64_t by_depth = r->K / (2 * (int64_t)c->bk);
+  if (s > by_depth)
+    s = by_depth;
+  if (s > 16)
+    s = 16;
+  *split = (c->flags & FP_GEMM_CFG_SPLIT_K) != 0 && s >= 2 ? (int)s : 1;
+  return true;
+}
+
 static uint64_t split_ws_bytes(int64_t tiles, int split, int bm, int bn) {
   if (split <= 1)
     return 0;
@@ -370,6 +419,57 @@ int fp_gemm_plan_candidates(const fp_gemm_request *r, const fp_gemm_device *d,
   return n;
 }
 
+/* The Hopper path's own rules, from timings on an H100 (lab/sm90_lab.cu,
+ * cuBLAS beside):
+ *  - per tile width, the rate of a tile relative to 128x256 (on shapes
+ *    that all fill the GPU alike): 128x192 0.84-0.9, 128x128 0.78-0.84,
+ *    128x64 0.5-0.57 (the intensity ratio says 0.9, 0.75, 0.5);
+ *  - split-K's partial sums (written, fenced, read back by the last block)
+ *    cost a few microseconds, more than the idle SMs it fills unless the
+ *    tiles are very few and each share keeps >= 32 k-steps;
+ *  - clusters of two (B multicast) win only on large grids (>= 8 waves of
+ *    tiles) and lose up to 5% on smaller ones, except where rows of A or B
+ *    are not 128-byte aligned (K, or row-major B's width, not a multiple
+ *    of 64): TMA then splits each box row into two L2 requests, and rows
+ *    without multicast run at 0.66-0.75 of those with (4096x4104x4096);
+ *  - a paired row never runs an unpaired epilogue (nor the reverse). */
+static bool sm90_misaligned(const fp_gemm_request *r, int64_t NB) {
+  return r->K % 64 != 0 || (!r->trans_b && NB % 64 != 0);
+}
+static double sm90_config_cost(const cfg_row *c, int64_t M, int64_t NB, int64_t K, int sms,
+                               int split_k) {
+  const int64_t tiles = ceil_div(M, c->bm) * ceil_div(NB, c->bn);
+  const double waves = (double)ceil_div(tiles * split_k, sms > 0 ? sms : 1);
+  const double eff = c->bn >= 256 ? 1.0 : c->bn >= 192 ? 0.87 : c->bn >= 128 ? 0.81 : 0.53;
+  const double k_share = (double)ceil_div(K, split_k);
+  return waves * (double)c->bm * (double)c->bn * k_share / eff;
+}
+static double sm90_row_factor(const cfg_row *c, const fp_gemm_request *r, int64_t NB) {
+  return sm90_misaligned(r, NB) && (c->flags & FP_GEMM_CFG_CLUSTER2) == 0 ? 1.33 : 1.0;
+}
+static int sm90_choose_split(const cfg_row *c, int64_t M, int64_t NB, int64_t K, int sms) {
+  if ((c->flags & FP_GEMM_CFG_SPLIT_K) == 0)
+    return 1;
+  const int64_t tiles = ceil_div(M, c->bm) * ceil_div(NB, c->bn);
+  if (tiles * 4 > sms)
+    return 1;
+  int64_t s = sms / tiles;
+  const int64_t by_depth = K / (32 * (int64_t)c->bk);
+  if (s > by_depth)
+    s = by_depth;
+  if (s > 16)
+    s = 16;
+  return s >= 2 ? (int)s : 1;
+}
+static bool sm90_row_ok(const cfg_row *c, const fp_gemm_request *r, int64_t NB, int sms,
+                        bool paired) {
+  if (paired != ((c->flags & FP_GEMM_CFG_PAIRED) != 0))
+    return false;
+  const int64_t tiles = ceil_div(r->M, c->bm) * ceil_div(NB, c->bn);
+  return (c->flags & FP_GEMM_CFG_CLUSTER2) == 0 || tiles >= 8 * (int64_t)sms ||
+         sm90_misaligned(r, NB);
+}
+
 bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gemm_path force,
                        fp_gemm_plan *out, char *why, size_t whylen) {
   memset(out, 0, sizeof *out);
@@ -425,12 +525,24 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
   const cfg_row *best = NULL;
   double best_cost = 0.0;
   int best_split = 1;
+  if (path == FP_GEMM_PATH_SKINNY && skinny_choose(r, d, paired, NB, &best, &best_split)) {
+    plan_from_row(best, best_split, r, NB, out);
+    return true;
+  }
   for (int k = 0; k < tables[path].n; ++k) {
     const cfg_row *c = &tables[path].rows[k];
     if (!row_fits(c, r, d, paired))
       continue;
-    const int split = r->b2b ? 1 : choose_split(c, r->M, NB, r->K, d->sm_count);
-    const double cost = config_cost(c, r->M, r->b2b ? r->P : NB, r->K, d->sm_count, split);
+    if (path == FP_GEMM_PATH_SM90 && !r->b2b && !sm90_row_ok(c, r, NB, d->sm_count, paired))
+      continue;
+    const bool sm90 = path == FP_GEMM_PATH_SM90;
+    const int split = r->b2b  ? 1
+                      : sm90 ? sm90_choose_split(c, r->M, NB, r->K, d->sm_count)
+                             : choose_split(c, r->M, NB, r->K, d->sm_count);
+    const double cost =
+        sm90 ? sm90_config_cost(c, r->M, r->b2b ? r->P : NB, r->K, d->sm_count, split) *
+                   (r->b2b ? 1.0 : sm90_row_factor(c, r, NB))
+             : config_cost(c, r->M, r->b2b ? r->P : NB, r->K, d->sm_count, split);
     if (best == NULL || cost < best_cost) {
       best = c;
       best_cost = cost;

@@ -12,7 +12,9 @@
  * transposing scalar stores do not conflict) and B as [k][n] (padded alike;
  * trans_b transposes like A). Two buffers: the next k-tile is loaded into
  * registers while the current one is multiplied, then stored to the other
- * buffer; one barrier per k-tile.
+ * buffer at the tile's last k-step; one barrier per k-tile. The fragments
+ * are double-buffered in registers too: step k + 1's are read from shared
+ * memory (across the k-tile boundary as well) while step k's FMAs run.
  * Alignment: a kernel variant (VEC) loads 16-byte vectors when a, b (and d)
  * are 16-byte aligned and their leading dimensions multiples of 4 (and, for
  * a paired row-major B, N too, where its right half starts); vectors that
@@ -20,7 +22,8 @@
  * Paired epilogues: a thread's column quads sit at tile columns c and
  * BN/2 + c, i.e. B columns n0 + c (left) and N + n0 + c (right) of the
  * paired tile, so both accumulators of a pair are in its registers.
- * Split-K: gemm_common.cuh's serial scheme (see gemm_sm80.cu).
+ * Split-K: gemm_common.cuh's serial scheme (see gemm_sm80.cu; the last
+ * block zeroes the slices as it sums them).
  * gemm2 (B2B row): the intermediate stays on chip for N <= BN: phase 1
  * computes c[BM, N] into registers and stores it transposed (Ct[n][m], the
  * A layout of the main loop) in shared memory; phase 2 streams d in BK x BN
@@ -53,16 +56,18 @@ template <int BM_, int BN_, int BK_, int THREADS_, bool PAIRED_> struct STile {
   static constexpr int A_LOADS = BM * BK / 4 / THREADS; /* float4 a thread a k-tile */
   static constexpr int B_LOADS = BK * BN / 4 / THREADS;
   static constexpr int H = PAIRED ? BN / 2 : BN;
-  /* 256 threads: two blocks an SM (128 registers); smaller blocks: 12 warps
-   * an SM (170 registers: their two-float4 loaders need more). The scalar
-   * (unaligned) variants take what they need: their predicated loads would
-   * spill at 128. */
-  static constexpr int MIN_BLOCKS = THREADS >= 256 ? 2 : 384 / THREADS;
+  /* 256 threads: one block an SM, up to 255 registers (at two blocks' 128,
+   * ptxas rebuilt the loaders' pointers every k-tile: 130 instructions a
+   * k-tile beside 512 FMAs, 37 TFLOP/s against 41); smaller blocks: 12
+   * warps an SM (170 registers). The scalar (unaligned) variants take what
+   * they need: their predicated loads would spill at 128. */
+  static constexpr int MIN_BLOCKS = THREADS >= 256 ? 1 : 384 / THREADS;
   static_assert(TY * TX == THREADS, "8 x 8 outputs a thread");
   static_assert(TX % 8 == 0 && TY % 4 == 0, "warps of 4 x 8 threads");
   static_assert(BK % 4 == 0 && A_LOADS >= 1 && B_LOADS >= 1, "copy split");
   static_assert((BM * BK / 4) % THREADS == 0 && (BK * BN / 4) % THREADS == 0, "copy split");
   static_assert(H % 4 == 0, "vectors do not straddle the halves");
+  static_assert(BK % 2 == 0, "fragment buffers alternate across k-tiles");
 };
 
 __device__ __forceinline__ int clamp4(long long n) { return n <= 0 ? 0 : (n >= 4 ? 4 : (int)n); }
@@ -271,10 +276,29 @@ simt_mainloop(const float *a, const float *b, long long M, long long N, long lon
   la.store(smem);
   lb.store(smem + TL::A_STAGE);
   __syncthreads();
+
+  /* fragments of k-step k in f*[k & 1]: the next step's are read from shared
+   * memory while this step's FMAs run; the next k-tile's global loads are in
+   * flight during the whole tile and reach the other buffer at its last
+   * step, before the tile's only barrier */
+  float4 fa[2][2], fb[2][2];
+  auto frags = [&](const float *st, int k, float4(&a2)[2], float4(&b2)[2]) {
+    a2[0] = *reinterpret_cast<const float4 *>(st + k * TL::AS + pl.ty * 4);
+    a2[1] = *reinterpret_cast<const float4 *>(st + k * TL::AS + TL::BM / 2 + pl.ty * 4);
+    b2[0] = *reinterpret_cast<const float4 *>(st + TL::A_STAGE + k * TL::BS + pl.tx * 4);
+    b2[1] =
+        *reinterpret_cast<const float4 *>(st + TL::A_STAGE + k * TL::BS + TL::BN / 2 + pl.tx * 4);
+  };
+  /* the paired variants of smaller blocks keep one set: two would not fit
+   * their 170 registers */
+  constexpr bool DB = !TL::PAIRED || TL::MIN_BLOCKS == 1;
+  if constexpr (DB)
+    frags(smem, 0, fa[0], fb[0]);
   const int n = kt1 - kt0;
   for (int i = 0; i < n; ++i) {
-    const int buf = i & 1;
     const bool more = i + 1 < n;
+    const float *cur = smem + (i & 1) * STAGE;
+    float *nxt = smem + ((i & 1) ^ 1) * STAGE;
     if (more) {
       const long long k0 = (long long)(tail ? kt0 + i : kt0 + i + 1) * TL::BK;
       if constexpr (VEC) {
@@ -285,14 +309,32 @@ simt_mainloop(const float *a, const float *b, long long M, long long N, long lon
         lb.template load_pred<false>(k0, K);
       }
     }
-    const float *cur = smem + buf * STAGE;
-    compute_tile<TL>(cur, cur + TL::A_STAGE, pl, acc);
-    if (more) {
-      float *nxt = smem + (buf ^ 1) * STAGE;
-      la.store(nxt);
-      lb.store(nxt + TL::A_STAGE);
+#pragma unroll
+    for (int k = 0; k < TL::BK; ++k) {
+      if constexpr (!DB)
+        frags(cur, k, fa[0], fb[0]); /* before the barrier: the buffer is rewritten after it */
+      if (k == TL::BK - 1) {
+        if (more) {
+          la.store(nxt);
+          lb.store(nxt + TL::A_STAGE);
+        }
+        __syncthreads();
+      }
+      if constexpr (DB) {
+        if (k + 1 < TL::BK)
+          frags(cur, k + 1, fa[(k + 1) & 1], fb[(k + 1) & 1]);
+        else if (more)
+          frags(nxt, 0, fa[(k + 1) & 1], fb[(k + 1) & 1]);
+      }
+      const float4 *A4 = fa[DB ? k & 1 : 0], *B4 = fb[DB ? k & 1 : 0];
+      const float a[8] = {A4[0].x, A4[0].y, A4[0].z, A4[0].w, A4[1].x, A4[1].y, A4[1].z, A4[1].w};
+      const float b[8] = {B4[0].x, B4[0].y, B4[0].z, B4[0].w, B4[1].x, B4[1].y, B4[1].z, B4[1].w};
+#pragma unroll
+      for (int ii = 0; ii < 8; ++ii)
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          acc[ii][j] = fmaf(a[ii], b[j], acc[ii][j]);
     }
-    __syncthreads();
   }
 }
 
@@ -325,8 +367,10 @@ __device__ __forceinline__ bool split_reduce(void *ws, long long tiles, long lon
     for (int h = 0; h < 2; ++h) {
       float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       for (int s = 0; s < nsplit; ++s) {
-        const float4 v = __ldcg(reinterpret_cast<const float4 *>(
-            split_slice(ws, tiles, tile, s, TL::BM, TL::BN) + pl.row(i) * TL::BN + pl.col(4 * h)));
+        float4 *q = reinterpret_cast<float4 *>(split_slice(ws, tiles, tile, s, TL::BM, TL::BN) +
+                                               pl.row(i) * TL::BN + pl.col(4 * h));
+        const float4 v = __ldcg(q);
+        __stcg(q, make_float4(0.0f, 0.0f, 0.0f, 0.0f)); /* the workspace is left zeroed */
         sum = s == 0 ? v : make_float4(sum.x + v.x, sum.y + v.y, sum.z + v.z, sum.w + v.w);
       }
       acc[i][4 * h] = sum.x;

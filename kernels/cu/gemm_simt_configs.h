@@ -19,9 +19,16 @@
 #include "cuda/gemm_plan.h"
 
 /* clang-format off */
+/* lab builds (lab/sm80_lab.cu) time candidate rows beside the table's */
+#ifdef FP_GEMM_LAB_ROWS
+#define FP_GEMM_SIMT_LAB_ROWS(X) X(6, 128, 128, 8, 2, 256, 16896, FP_GEMM_CFG_SPLIT_K)
+#else
+#define FP_GEMM_SIMT_LAB_ROWS(X)
+#endif
+
 #define FP_GEMM_SIMT_CONFIGS(X)                                                                    \
-  /* big squares: 128x128, 256 threads */                                                          \
-  X(0, 128, 128, 8, 2, 256, 16896, FP_GEMM_CFG_SPLIT_K)                                            \
+  /* big squares: 128x128, 256 threads, 16-deep k-tiles */                                        \
+  X(0, 128, 128, 16, 2, 256, 33792, FP_GEMM_CFG_SPLIT_K)                                           \
   /* mid / narrow N: 128x64, 128 threads */                                                        \
   X(1, 128, 64, 8, 2, 128, 12800, FP_GEMM_CFG_SPLIT_K)                                             \
   /* small M and N: 64x64, 64 threads; split-K for long K */                                       \
@@ -31,7 +38,8 @@
   /* paired, small: 64 x 32 outputs a block */                                                     \
   X(4, 64, 64, 8, 2, 64, 8704, FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_SPLIT_K)                           \
   /* gemm2 (f32), N <= 128: 64 rows' intermediate on chip */                                      \
-  X(5, 64, 128, 8, 2, 128, 47616, FP_GEMM_CFG_B2B)
+  X(5, 64, 128, 8, 2, 128, 47616, FP_GEMM_CFG_B2B)                                                 \
+  FP_GEMM_SIMT_LAB_ROWS(X)
 /* clang-format on */
 
 #endif

@@ -5,8 +5,13 @@
  * Semantics: kernels.def, family gemm; the interface: gemm_common.cuh; the
  * rows: gemm_skinny_configs.h.
  *
- * Rows of A are padded to MT = 1, 4, 8 or 16 (an instantiation each); the
- * accumulators are float, per thread MT x (its B elements).
+ * Two kinds of kernels:
+ *  - tensor cores (rows of STAGES >= 2; f16 and bf16 with 16-byte aligned
+ *    operands): cp.async stages, ldmatrix and mma.sync m16n8k16 with A
+ *    padded to 16 rows (see "f16 / bf16 on tensor cores" below);
+ *  - CUDA cores (f32, other alignments, and rows of STAGES 1), described
+ *    next. Rows of A are padded to MT = 1, 4, 8 or 16 (an instantiation
+ *    each); the accumulators are float, per thread MT x (its B elements).
  *
  * Row-major B [K, NB]: a block owns BN B-columns (a paired block: BN/2 left
  * from n0, BN/2 right from N + n0). Its threads form KP = THREADS / LN rows
@@ -23,7 +28,8 @@
  *
  * Split-K over blocks (grid.y = split_k, K cut in units of BK, trans_b
  * 32 * V) when the column tiles alone do not fill the GPU: gemm_common.cuh's
- * serial scheme, with 16 x BN slices.
+ * serial scheme, with 16 x BN slices (the last block zeroes them as it sums
+ * them, leaving the workspace zeroed).
  * Any alignment: 16-byte loads when a and b are 16-byte aligned and lda,
  * ldb multiples of V (and N, for a paired row-major B's right half);
  * otherwise, and for vectors crossing an edge, predicated element loads.
@@ -33,6 +39,7 @@
 
 #include "gemm_common.cuh"
 #include "gemm_skinny_configs.h"
+#include "mma_sm80.cuh"
 
 namespace fpgemm {
 
@@ -128,7 +135,9 @@ __device__ __forceinline__ void finish(float *res, const SkArgs<T, Epi> &args, l
     for (int e = tid; e < rows * BN; e += THREADS) {
       float sum = 0.0f;
       for (int s = 0; s < args.split_k; ++s) {
-        const float v = __ldcg(split_slice(args.ws, tiles, tile, s, 16, BN) + e);
+        float *q = split_slice(args.ws, tiles, tile, s, 16, BN) + e;
+        const float v = __ldcg(q);
+        __stcg(q, 0.0f); /* the workspace is left zeroed */
         sum = s == 0 ? v : sum + v;
       }
       res[e] = sum;
@@ -388,6 +397,226 @@ __global__ void __launch_bounds__(THREADS) skinny_tb_kernel(const SkArgs<T, Epi>
   finish<T, Epi, MT, BN, THREADS, Epi::kPaired>(res, args, n0);
 }
 
+/* ---- f16 / bf16 on tensor cores ------------------------------------------------------
+ * With 16-byte aligned operands (a, b, lda, ldb; and N, for a paired
+ * row-major B's right half), f16 and bf16 take mma.sync m16n8k16: at M = 16
+ * the CUDA cores would need 16 FMAs per 2-byte element of B, more than they
+ * issue at memory speed. A is padded to 16 rows (rows >= M are zeros in
+ * shared memory, set once), B streams through STAGES cp.async stages of
+ * BK x BN (trans_b: BN x BK), swizzled as in the sm80 path; warp w owns
+ * tile columns [w * BN / WARPS, ..) over the whole k-tile. The product
+ * lands in res[16][BN] (shared) and finish() does split-K and the epilogue.
+ * K's partial last k-tile, where a block's range holds it, is copied first
+ * (by the general copy); the loop copies whole k-tiles from per-thread
+ * constants, a few instructions a 16-byte chunk. */
+template <int BN, int BK, int STAGES, int THREADS, bool PAIRED> struct TcShape {
+  static constexpr int WARPS = THREADS / 32;
+  static constexpr int WCOLS = BN / WARPS; /* tile columns a warp */
+  static constexpr int NP = WCOLS / 16;    /* n16 column pairs a warp */
+  static constexpr int H = PAIRED ? BN / 2 : BN;
+  static constexpr int KSTEPS = BK / 16;
+  static constexpr int WA = BK / 8; /* chunks a row of A, and of a trans_b B tile */
+  static constexpr int WB = BN / 8; /* chunks a row of a row-major B tile */
+  static constexpr int A_BYTES = 16 * BK * 2, B_BYTES = BK * BN * 2;
+  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+  static constexpr int SMEM = STAGES * STAGE_BYTES;
+  static constexpr int A_CHUNKS = (16 * WA + THREADS - 1) / THREADS;
+  static constexpr int B_CHUNKS = BK * BN / 8 / THREADS;
+  static constexpr int RS_TB = THREADS / WA; /* tile columns between a thread's chunks */
+  static_assert(WCOLS % 16 == 0 && NP >= 1, "warps own n16 pairs");
+  static_assert(BK % 16 == 0 && (WA == 4 || WA % 8 == 0) && (WB == 4 || WB % 8 == 0),
+                "tile widths");
+  static_assert((BK * BN / 8) % THREADS == 0 && THREADS % WB == 0 && THREADS % WA == 0,
+                "fixed chunk columns");
+  static_assert(!PAIRED || H % RS_TB == 0, "a trans_b chunk's half is fixed");
+  static_assert(16 * BN * 4 <= SMEM && STAGES >= 2, "res reuses the stages");
+};
+
+/* The block's copies: per-thread constants of whole k-tiles, and the
+ * general copy of a partial one. */
+template <class T, class S, bool TRANS_B> struct TcCopy {
+  const T *pa[S::A_CHUNKS], *pb[S::B_CHUNKS];
+  uint32_t a_on; /* bit i: A chunk i is a row < M */
+  int b_bytes[S::B_CHUNKS];
+  long long b_kstep;
+
+  template <class Epi>
+  __device__ __forceinline__ void init(const SkArgs<T, Epi> &args, long long n0, long long k0) {
+    const int tid = threadIdx.x;
+    a_on = 0;
+#pragma unroll
+    for (int i = 0; i < S::A_CHUNKS; ++i) {
+      const int id = tid + i * (S::WARPS * 32), row = id / S::WA, kc = id % S::WA;
+      const bool on = id < 16 * S::WA && row < args.M;
+      a_on |= (on ? 1u : 0u) << i;
+      pa[i] = args.a + (on ? row * args.lda + k0 + kc * 8 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < S::B_CHUNKS; ++i) {
+      const int id = tid + i * (S::WARPS * 32);
+      if constexpr (TRANS_B) {
+        const int r = id / S::WA, kc = id % S::WA, part = r >= S::H ? 1 : 0;
+        const long long n = n0 + (r - part * S::H);
+        const bool ok = n < args.N;
+        b_bytes[i] = ok ? 16 : 0; /* past N: row 0's chunk, copying nothing */
+        pb[i] = args.b + (ok ? (n + part * args.N) * args.ldb : 0) + k0 + kc * 8;
+      } else {
+        const int r = id / S::WB, cc = id % S::WB, c = cc * 8, part = c >= S::H ? 1 : 0;
+        const long long n = n0 + (c - part * S::H);
+        b_bytes[i] = clampn(args.N - n, 8) * 2;
+        pb[i] = args.b + (k0 + r) * args.ldb + (b_bytes[i] > 0 ? n + part * args.N : 0);
+      }
+    }
+    b_kstep = TRANS_B ? (long long)S::WA * 8 : (long long)S::WA * 8 * args.ldb;
+  }
+
+  /* a whole k-tile into the stage at shared address st, then the next */
+  __device__ __forceinline__ void copy(uint32_t st) {
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < S::A_CHUNKS; ++i) {
+      if ((a_on >> i) & 1u) {
+        const int id = tid + i * (S::WARPS * 32);
+        fpmma::cp_async_16(st + fpmma::swz<S::WA>(id / S::WA, id % S::WA) * 2, pa[i], 16);
+      }
+      pa[i] += S::WA * 8;
+    }
+#pragma unroll
+    for (int i = 0; i < S::B_CHUNKS; ++i) {
+      const int id = tid + i * (S::WARPS * 32);
+      const int off = TRANS_B ? fpmma::swz<S::WA>(id / S::WA, id % S::WA)
+                              : fpmma::swz<S::WB>(id / S::WB, id % S::WB);
+      fpmma::cp_async_16(st + S::A_BYTES + off * 2, pb[i], b_bytes[i]);
+      pb[i] += b_kstep;
+    }
+  }
+};
+
+template <class T, class S, bool TRANS_B, class Epi>
+__device__ __forceinline__ void tc_copy_general(const SkArgs<T, Epi> &args, uint32_t st,
+                                                long long n0, long long k0) {
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int i = 0; i < S::A_CHUNKS; ++i) {
+    const int id = tid + i * (S::WARPS * 32), row = id / S::WA, kc = id % S::WA;
+    const long long k = k0 + kc * 8;
+    if (id < 16 * S::WA && row < args.M) {
+      const int bytes = clampn(args.K - k, 8) * 2;
+      fpmma::cp_async_16(st + fpmma::swz<S::WA>(row, kc) * 2,
+                         bytes > 0 ? args.a + row * args.lda + k : args.a, bytes);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < S::B_CHUNKS; ++i) {
+    const int id = tid + i * (S::WARPS * 32);
+    if constexpr (TRANS_B) {
+      const int r = id / S::WA, kc = id % S::WA, part = r >= S::H ? 1 : 0;
+      const long long n = n0 + (r - part * S::H), k = k0 + kc * 8;
+      const int bytes = n < args.N ? clampn(args.K - k, 8) * 2 : 0;
+      fpmma::cp_async_16(st + S::A_BYTES + fpmma::swz<S::WA>(r, kc) * 2,
+                         bytes > 0 ? args.b + (n + part * args.N) * args.ldb + k : args.b, bytes);
+    } else {
+      const int r = id / S::WB, cc = id % S::WB, c = cc * 8, part = c >= S::H ? 1 : 0;
+      const long long n = n0 + (c - part * S::H), k = k0 + r;
+      const int bytes = k < args.K ? clampn(args.N - n, 8) * 2 : 0;
+      fpmma::cp_async_16(st + S::A_BYTES + fpmma::swz<S::WB>(r, cc) * 2,
+                         bytes > 0 ? args.b + k * args.ldb + n + part * args.N : args.b, bytes);
+    }
+  }
+}
+
+template <class T, int BN, int BK, int STAGES, int THREADS, bool TRANS_B, class Epi>
+__global__ void __launch_bounds__(THREADS) skinny_tc_kernel(const SkArgs<T, Epi> args) {
+  using S = TcShape<BN, BK, STAGES, THREADS, Epi::kPaired>;
+  extern __shared__ __align__(128) float tc_smem[]; /* (the CUDA-core kernels' fsmem is 16) */
+  float *fsmem = tc_smem;
+  char *smem = reinterpret_cast<char *>(fsmem);
+  const uint32_t s0 = fpmma::smem_addr(smem);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const long long n0 = (long long)blockIdx.x * S::H;
+  long long kb, ke;
+  k_range(args.K, args.split_k, BK, kb, ke);
+  const int nk = (int)((ke - kb + BK - 1) / BK);
+  const bool partial = (ke - kb) % BK != 0; /* the last split's last k-tile, at K's end */
+
+  /* A's rows >= M: zeros in every stage, once (seen after the first barrier) */
+  for (int e = tid; e < STAGES * 16 * S::WA; e += THREADS) {
+    const int st = e / (16 * S::WA), id = e % (16 * S::WA), row = id / S::WA;
+    if (row >= args.M)
+      *reinterpret_cast<uint4 *>(smem + st * S::STAGE_BYTES +
+                                 fpmma::swz<S::WA>(row, id % S::WA) * 2) =
+          make_uint4(0u, 0u, 0u, 0u);
+  }
+
+  TcCopy<T, S, TRANS_B> cp;
+  cp.init(args, n0, kb);
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < nk) {
+      if (s == 0 && partial)
+        tc_copy_general<T, S, TRANS_B>(args, s0, n0, kb + (long long)(nk - 1) * BK);
+      else
+        cp.copy(s0 + s * S::STAGE_BYTES);
+    }
+    fpmma::cp_async_commit();
+  }
+
+  float acc[S::NP][2][4];
+#pragma unroll
+  for (int p = 0; p < S::NP; ++p)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        acc[p][h][e] = 0.0f;
+  const int wc = warp * S::WCOLS; /* the warp's first tile column */
+
+  for (int it = 0; it < nk; ++it) {
+    fpmma::cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    const int nxt = it + STAGES - 1;
+    if (nxt < nk)
+      cp.copy(s0 + (nxt % STAGES) * S::STAGE_BYTES);
+    fpmma::cp_async_commit();
+    const uint32_t st = s0 + (it % STAGES) * S::STAGE_BYTES, sb = st + S::A_BYTES;
+#pragma unroll
+    for (int ks = 0; ks < S::KSTEPS; ++ks) {
+      uint32_t af[4];
+      fpmma::ldmatrix_x4(af, st + fpmma::swz<S::WA>(lane & 15, ks * 2 + (lane >> 4)) * 2);
+#pragma unroll
+      for (int p = 0; p < S::NP; ++p) {
+        const int c = wc + p * 16;
+        uint32_t b[4];
+        if constexpr (TRANS_B)
+          fpmma::ldmatrix_x4(b, sb + fpmma::swz<S::WA>(c + (lane & 7) + (lane >> 4) * 8,
+                                                       ks * 2 + ((lane >> 3) & 1)) *
+                                         2);
+        else
+          fpmma::ldmatrix_x4_trans(
+              b, sb + fpmma::swz<S::WB>(ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                        (c >> 3) + (lane >> 4)) *
+                          2);
+        fpmma::Mma<T>::run(acc[p][0], af, b[0], b[1]);
+        fpmma::Mma<T>::run(acc[p][1], af, b[2], b[3]);
+      }
+    }
+  }
+  fpmma::cp_async_wait<0>();
+  __syncthreads();    /* the stages are free for res */
+  float *res = fsmem; /* [16][BN] */
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int p = 0; p < S::NP; ++p)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int c = wc + p * 16 + h * 8 + 2 * t;
+      *reinterpret_cast<float2 *>(res + g * BN + c) = make_float2(acc[p][h][0], acc[p][h][1]);
+      *reinterpret_cast<float2 *>(res + (g + 8) * BN + c) = make_float2(acc[p][h][2], acc[p][h][3]);
+    }
+  __syncthreads();
+  finish<T, Epi, 16, BN, THREADS, Epi::kPaired>(res, args, n0);
+}
+
 /* ---- host side -------------------------------------------------------------------- */
 
 template <class T, class Epi> struct EpiParamsOf;
@@ -414,9 +643,25 @@ template <class K> cudaError_t set_smem(K kernel, int bytes) {
                               cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
-template <int BN, int BK, int THREADS, int SMEM> struct SkRow {
-  template <class T, int MT, class Epi>
-  static cudaError_t launch(const Problem &p, int split, cudaStream_t stream) {
+template <int BN, int BK, int STAGES, int THREADS, int SMEM> struct SkRow {
+  /* rows of two or more stages have the tensor-core kernel (f16, bf16) */
+  static constexpr bool TC = STAGES >= 2;
+  /* k rows a pass of the CUDA-core row-major kernel: a tensor-core row's
+   * fallback takes half its BK (its own BK held too many 16-byte loads in
+   * flight: registers spilled on sm_80) */
+  static constexpr int LBK = TC ? BK / 2 : BK;
+  /* shared memory of the CUDA-core kernels (rm: A's slice, then the warps'
+   * partial sums; tb: res) */
+  static constexpr int legacy_smem() {
+    const int red = THREADS / 32 * 16 * BN * 4, stage = LBK * 16 * 4;
+    return red > stage ? red : stage;
+  }
+  static constexpr int tc_smem() { return TC ? STAGES * (16 * BK + BK * BN) * 2 : 0; }
+  /* shared memory of the row, the largest any of its kernels needs */
+  static constexpr int smem_need() { return legacy_smem() > tc_smem() ? legacy_smem() : tc_smem(); }
+
+  template <class T, class Epi>
+  static cudaError_t make_args(const Problem &p, int split, SkArgs<T, Epi> &args) {
     constexpr int V = Vec<T>::V;
     constexpr int H = Epi::kPaired ? BN / 2 : BN;
     const long long tiles_n = (p.N + H - 1) / H;
@@ -425,7 +670,6 @@ template <int BN, int BK, int THREADS, int SMEM> struct SkRow {
     if (split > 1 &&
         (p.ws == nullptr || p.ws_bytes < split_workspace_bytes(tiles_n, split, 16, BN)))
       return cudaErrorInvalidValue;
-    SkArgs<T, Epi> args;
     args.out = static_cast<T *>(p.out);
     args.a = static_cast<const T *>(p.a);
     args.b = static_cast<const T *>(p.b);
@@ -440,19 +684,57 @@ template <int BN, int BK, int THREADS, int SMEM> struct SkRow {
     args.vec = al16(p.a) && al16(p.b) && p.lda % V == 0 && p.ldb % V == 0 &&
                (!Epi::kPaired || p.trans_b || p.N % V == 0);
     args.ep = EpiParamsOf<T, Epi>::make(p);
-    const void *kernel =
-        p.trans_b ? reinterpret_cast<const void *>(skinny_tb_kernel<T, MT, BN, THREADS, Epi>)
-                  : reinterpret_cast<const void *>(skinny_rm_kernel<T, MT, BN, BK, THREADS, Epi>);
-    cudaError_t e = set_smem(kernel, SMEM);
+    return cudaSuccess;
+  }
+
+  static cudaError_t go(const void *kernel, void *args, int tiles_n, int split, int smem,
+                        cudaStream_t stream) {
+    cudaError_t e = set_smem(kernel, smem);
     if (e != cudaSuccess)
       return e;
-    void *params[] = {&args};
+    void *params[] = {args};
     return cudaLaunchKernel(kernel, dim3((unsigned)tiles_n, (unsigned)split), dim3(THREADS), params,
-                            SMEM, stream);
+                            (size_t)smem, stream);
+  }
+
+  template <class T, int MT, class Epi>
+  static cudaError_t launch(const Problem &p, int split, cudaStream_t stream) {
+    SkArgs<T, Epi> args;
+    cudaError_t e = make_args(p, split, args);
+    if (e != cudaSuccess)
+      return e;
+    const void *kernel =
+        p.trans_b ? reinterpret_cast<const void *>(skinny_tb_kernel<T, MT, BN, THREADS, Epi>)
+                  : reinterpret_cast<const void *>(skinny_rm_kernel<T, MT, BN, LBK, THREADS, Epi>);
+    return go(kernel, &args, args.tiles_n, split, legacy_smem(), stream);
+  }
+
+  template <class T, class Epi>
+  static cudaError_t launch_tc(const Problem &p, int split, cudaStream_t stream) {
+    static_assert(TcShape<BN, BK, STAGES, THREADS, false>::SMEM == tc_smem(), "tc smem");
+    SkArgs<T, Epi> args;
+    cudaError_t e = make_args(p, split, args);
+    if (e != cudaSuccess)
+      return e;
+    const void *kernel = p.trans_b ? reinterpret_cast<const void *>(
+                                         skinny_tc_kernel<T, BN, BK, STAGES, THREADS, true, Epi>)
+                                   : reinterpret_cast<const void *>(
+                                         skinny_tc_kernel<T, BN, BK, STAGES, THREADS, false, Epi>);
+    return go(kernel, &args, args.tiles_n, split, tc_smem(), stream);
+  }
+
+  /* the tensor-core kernel's 16-byte copies: aligned operands and rows */
+  static bool tc_ok(const Problem &p) {
+    return TC && p.dtype != Storage<float>::kDtype && al16(p.a) && al16(p.b) && p.lda % 8 == 0 &&
+           p.ldb % 8 == 0 && (!FP_EPI_PAIRED(p.epilogue) || p.trans_b || p.N % 8 == 0);
   }
 
   template <class T, class Epi>
   static cudaError_t by_mt(const Problem &p, int split, cudaStream_t s) {
+    if constexpr (TC && Storage<T>::kDtype != Storage<float>::kDtype) {
+      if (tc_ok(p))
+        return launch_tc<T, Epi>(p, split, s);
+    }
     if (p.M <= 1)
       return launch<T, 1, Epi>(p, split, s);
     if (p.M <= 4)
@@ -472,7 +754,7 @@ template <int BN, int BK, int THREADS, int SMEM> struct SkRow {
 
   template <class T, int MT, class Epi> static void put_mt(const void **out, int cap, int &n) {
     const void *f[2] = {
-        reinterpret_cast<const void *>(skinny_rm_kernel<T, MT, BN, BK, THREADS, Epi>),
+        reinterpret_cast<const void *>(skinny_rm_kernel<T, MT, BN, LBK, THREADS, Epi>),
         reinterpret_cast<const void *>(skinny_tb_kernel<T, MT, BN, THREADS, Epi>)};
     for (const void *k : f) {
       if (n < cap)
@@ -485,22 +767,26 @@ template <int BN, int BK, int THREADS, int SMEM> struct SkRow {
     put_mt<T, 4, Epi>(out, cap, n);
     put_mt<T, 8, Epi>(out, cap, n);
     put_mt<T, 16, Epi>(out, cap, n);
+    if constexpr (TC && Storage<T>::kDtype != Storage<float>::kDtype) {
+      const void *f[2] = {
+          reinterpret_cast<const void *>(skinny_tc_kernel<T, BN, BK, STAGES, THREADS, false, Epi>),
+          reinterpret_cast<const void *>(skinny_tc_kernel<T, BN, BK, STAGES, THREADS, true, Epi>)};
+      for (const void *k : f) {
+        if (n < cap)
+          out[n] = k;
+        ++n;
+      }
+    }
   }
   template <class T> static void put_t(const void **out, int cap, int &n) {
     put_epi<T, EpiLinear<T>>(out, cap, n);
     put_epi<T, EpiSplitAct<T>>(out, cap, n);
     put_epi<T, EpiGeglu<T>>(out, cap, n);
   }
-
-  /* shared memory of the row, the largest any of its kernels needs */
-  static constexpr int smem_need() {
-    const int red = THREADS / 32 * 16 * BN * 4, stage = BK * 16 * 4;
-    return red > stage ? red : stage;
-  }
 };
 
 template <int I, int BM, int BN, int BK, int S, int TH, int SM, unsigned F> struct Row {
-  using R = SkRow<BN, BK, TH, SM>;
+  using R = SkRow<BN, BK, S, TH, SM>;
   static_assert(BM == 16, "skinny rows pad M to at most 16");
   static_assert(R::smem_need() == SM,
                 "gemm_skinny_configs.h: SMEM_BYTES differs from the kernel's");

@@ -7,11 +7,20 @@
  *
  * Main loop. A block owns a BM x BN accumulator tile. Each k-tile (BK deep)
  * of A (BM x BK, k contiguous) and B (BK x BN row-major, or BN x BK for
- * trans_b) is copied by cp.async into one of STAGES shared-memory stages;
- * STAGES - 1 tiles are in flight while the warps multiply the oldest, with
- * one barrier per k-tile. Edges of M, N and K are zero-filled by the copy
- * itself (src-size < 16), so the tensor cores only ever see zeros past the
+ * trans_b) is copied by cp.async into one of STAGES shared-memory stages,
+ * several k-tiles ahead of the MMAs, with one barrier per k-tile (see
+ * mainloop for the schedule). Whole k-tiles are copied from per-thread
+ * constants (FastCopy: a base address stepping by a k-tile, fixed shared
+ * offsets); a partial last k-tile of K is copied first, by the general
+ * load_stage. Edges of M, N and K are zero-filled by the copy itself
+ * (src-size < 16), so the tensor cores only ever see zeros past the
  * operands (never stale data: 0 * NaN would poison a valid output).
+ *
+ * On an H100 (lab/sm80_lab.cu, 2026-11-26) the 128 x 256 rows reach 0.54-0.60
+ * of cuBLAS's wgmma kernels. mma.sync itself peaks at 644 TFLOP/s there
+ * (0.84 of cuBLAS); what holds the loop below that is shared memory: a
+ * 64 x 64 warp tile reads 128 bytes by ldmatrix a 16x8x16 MMA, plus the
+ * cp.async fills, about 82% of the SM's 128 bytes a clock at that peak.
  *
  * Shared memory is swizzled rather than padded: the 16-byte chunk c of row r
  * of a tile W chunks wide lives at chunk c ^ (r & 7) (W >= 8), or, for
@@ -22,7 +31,8 @@
  *
  * Warps tile the block (closest-to-square warp tiles); each warp keeps
  * (WTM/16) x (WTN/8) mma tiles of accumulators and double-buffers its
- * fragments across the k16 steps of a stage.
+ * fragments across the k16 steps, k-tile boundaries included; the
+ * fragments' shared addresses are per-thread constants (FragOffsets).
  *
  * Paired epilogues (SPLIT_ACT, GEGLU): the block's B tile holds B's columns
  * [n0, n0 + BN/2) in its left half and [N + n0, ..) in its right half, and
@@ -35,7 +45,11 @@
  * Split-K (gemm_common.cuh's serial scheme): block (tile, s) runs k-tiles
  * [s*kps, (s+1)*kps), writes its partial tile to slice s, fences, and bumps
  * the tile's counter; the last to arrive sums slices 0..split-1 in order,
- * applies the epilogue, stores, and resets the counter.
+ * zeroing each value it reads, applies the epilogue, stores, and resets the
+ * counter. Zeroing the slices is what leaves the whole workspace zeroed:
+ * a later launch with more tiles finds its counters where an earlier
+ * launch's slices were (the counter area grows in steps of 256 bytes), so
+ * stale partial sums there would count as arrivals.
  *
  * gemm2 (B2B rows): a block computes its [BM, N <= BN] intermediate with the
  * main loop, rounds it to T into shared memory (the swizzled A layout), then
@@ -85,19 +99,6 @@ __host__ __device__ constexpr int warps_m_for(int bm, int bn, int warps) {
   return best;
 }
 
-/* Element offset of 16-byte chunk c of row r in a swizzled tile of W chunks
- * a row (8 16-bit elements a chunk). */
-template <int W> __device__ __forceinline__ int swz(int r, int c) {
-  static_assert(W == 4 || W % 8 == 0, "swizzle: rows of 64 bytes or multiples of 128");
-  if constexpr (W == 4) {
-    const int line = r >> 1;
-    const int l = ((r & 1) << 2) | c;
-    return (line * 8 + (l ^ (line & 7))) * 8;
-  } else {
-    return (r * W + (c ^ (r & 7))) * 8;
-  }
-}
-
 template <int BM_, int BN_, int BK_, int STAGES_, int THREADS_, bool PAIRED_> struct Tile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, STAGES = STAGES_, THREADS = THREADS_;
   static constexpr bool PAIRED = PAIRED_;
@@ -120,6 +121,7 @@ template <int BM_, int BN_, int BK_, int STAGES_, int THREADS_, bool PAIRED_> st
   static_assert(WTN % 16 == 0 && (!PAIRED || (WTN / 2) % 16 == 0), "n tiles go by pairs");
   static_assert(A_ELEMS % (8 * THREADS) == 0 && B_ELEMS % (8 * THREADS) == 0, "copy split");
   static_assert(STAGES >= 2, "pipeline");
+  static_assert(KSTEPS % 2 == 0, "fragment buffers alternate across k-tiles");
 
   /* Tile column of the warp's n8 tile j (see the file comment for paired). */
   __device__ __forceinline__ static int col(int wn, int j) {
@@ -209,28 +211,162 @@ __device__ __forceinline__ void load_stage(const Operands<T> &op, uint32_t sA, c
   }
 }
 
+/* ---- the fast copy of a whole k-tile ----------------------------------------------
+ * A thread's chunks of a tile sit at fixed places: its k chunk (A, trans_b
+ * B) or column chunk (row-major B) is the same in every copy, and its rows
+ * are r0, r0 + RS, r0 + 2 RS, ... So their global addresses are one base
+ * plus i * step, moving by one k-tile a copy, and their shared offsets are
+ * one offset plus constants. Every whole k-tile takes this path; a partial
+ * last k-tile of K is copied first, by load_stage (see mainloop). Chunks
+ * past M or N copy nothing from a clamped, valid address. */
+template <class T, class TL, bool TRANS_B> struct FastCopy {
+  static constexpr int A_RS = TL::THREADS / TL::WA; /* rows between a thread's A chunks */
+  static constexpr int B_W = TRANS_B ? TL::WA : TL::WB;
+  static constexpr int B_RS = TL::THREADS / B_W;
+  static constexpr int A_ALIGN = TL::WA == 4 ? 16 : 8; /* row steps that keep the swizzle */
+  static constexpr int B_ALIGN = B_W == 4 ? 16 : 8;
+  static_assert(TL::THREADS % TL::WA == 0 && TL::THREADS % TL::WB == 0, "fixed chunk columns");
+  static_assert(A_RS % A_ALIGN == 0 && B_RS % B_ALIGN == 0, "chunk offsets add");
+  static_assert(!TRANS_B || !TL::PAIRED || TL::H % B_RS == 0, "a chunk's half is fixed");
+  static_assert(TL::A_CHUNKS <= 32 && TL::B_CHUNKS <= 32, "validity masks");
+
+  const T *ga, *gb;        /* chunk 0 at the next k-tile (rows clamped into the operand) */
+  long long a_step;        /* elements from A chunk i to i + 1 */
+  long long b_step;        /* elements from B chunk i to i + 1 */
+  long long b_more;        /* row-major: elements a k-tile moves B; trans_b paired: the
+                              right half's extra offset */
+  uint32_t a_soff, b_soff; /* shared byte offsets of chunk 0 (B: from the stage's B tile) */
+  unsigned a_ok, b_ok;     /* bit i: chunk i's row (A, trans_b B) exists */
+  int b_bytes;             /* row-major B: bytes of the column chunk (0..16); bit 8: gather */
+
+  __device__ __forceinline__ void init(const Operands<T> &op, int kt) {
+    const int tid = threadIdx.x;
+    const long long k0 = (long long)kt * TL::BK;
+    {
+      const int r0 = tid / TL::WA, kc = tid % TL::WA;
+      const long long m = op.m0 + r0;
+      ga = op.a + (m < op.M ? m : op.M - 1) * op.lda + k0 + kc * 8;
+      a_step = (long long)A_RS * op.lda;
+      a_soff = swz<TL::WA>(r0, kc) * 2;
+      a_ok = 0;
+#pragma unroll
+      for (int i = 0; i < TL::A_CHUNKS; ++i)
+        a_ok |= (m + i * A_RS < op.M ? 1u : 0u) << i;
+    }
+    if constexpr (TRANS_B) {
+      const int r0 = tid / TL::WA, kc = tid % TL::WA;
+      const long long n = op.n0 + r0; /* r0 < B_RS <= H: the left half */
+      gb = op.b + (n < op.N ? n : op.N - 1) * op.ldb + k0 + kc * 8;
+      b_step = (long long)B_RS * op.ldb;
+      b_more = TL::PAIRED ? (op.N - TL::H) * op.ldb : 0;
+      b_soff = swz<TL::WA>(r0, kc) * 2;
+      b_ok = 0;
+#pragma unroll
+      for (int i = 0; i < TL::B_CHUNKS; ++i) {
+        const int r = r0 + i * B_RS, part = r >= TL::H ? 1 : 0;
+        b_ok |= (op.n0 + (r - part * TL::H) < op.N ? 1u : 0u) << i;
+      }
+      b_bytes = 16;
+    } else {
+      const int r0 = tid / TL::WB, cc = tid % TL::WB;
+      const int c = cc * 8, part = c >= TL::H ? 1 : 0;
+      const long long n = op.n0 + (c - part * TL::H);
+      b_bytes = clamp_bytes(op.N - n);
+      gb = op.b + (k0 + r0) * op.ldb + (b_bytes > 0 ? n + part * op.N : 0);
+      b_step = (long long)B_RS * op.ldb;
+      b_more = (long long)TL::BK * op.ldb;
+      b_soff = swz<TL::WB>(r0, cc) * 2;
+      b_ok = b_bytes > 0 ? ~0u : 0u;
+      if (TL::PAIRED && part == 1 && op.right_gather)
+        b_bytes |= 256;
+    }
+  }
+
+  /* copies the k-tile at ga/gb into the stage at shared address sA (generic
+   * gA) and moves to the next k-tile */
+  /* (the chunk addresses step from one to the next: hoisting i * step for
+   * every i would hold two registers a chunk) */
+  __device__ __forceinline__ void copy(uint32_t sA, char *gA) {
+    const T *p = ga;
+#pragma unroll
+    for (int i = 0; i < TL::A_CHUNKS; ++i) {
+      const bool ok = (a_ok >> i) & 1u;
+      cp_async_16(sA + a_soff + i * (A_RS * TL::WA * 16), ok ? p : ga, ok ? 16 : 0);
+      p += a_step;
+    }
+    const uint32_t sB = sA + TL::A_ELEMS * 2;
+    p = gb;
+#pragma unroll
+    for (int i = 0; i < TL::B_CHUNKS; ++i) {
+      const bool ok = (b_ok >> i) & 1u;
+      const uint32_t dst = b_soff + i * (B_RS * B_W * 16);
+      if constexpr (TRANS_B) {
+        if (TL::PAIRED && i > 0 && i * B_RS == TL::H)
+          p += b_more; /* the right half's rows */
+        cp_async_16(sB + dst, ok ? p : gb, ok ? 16 : 0);
+      } else if (TL::PAIRED && (b_bytes & 256)) {
+        gather8(gA + TL::A_ELEMS * 2 + dst, p, (b_bytes & 255) / 2);
+      } else {
+        cp_async_16(sB + dst, p, b_bytes);
+      }
+      p += b_step;
+    }
+    ga += TL::BK;
+    gb += TRANS_B ? (long long)TL::BK : b_more;
+  }
+};
+
+/* Per-thread shared-memory offsets (bytes from a stage's start) of the
+ * warp's ldmatrix rows. A fragments: a(ks) + mi * 16 rows; B fragments
+ * (row-major B): b_off[nj] + ks * 16 k-rows; trans_b: bt(ks) + the column
+ * pair's rows. Adding whole 16-row blocks keeps the swizzle phase (row & 7,
+ * and the 128-byte line & 7 of 64-byte rows), so those parts are constants.
+ * The k16 step ks reads chunk 2 ks (+1) of a row of at most 8 chunks: its
+ * swizzled place is chunk 0's XOR 2 ks, i.e. the byte offset XOR 32 ks. */
+template <class TL, bool TRANS_B> struct FragOffsets {
+  static_assert(TL::WA <= 8, "k16 steps by XOR: rows of at most 8 chunks");
+  uint32_t a0, bt0;
+  uint32_t b_off[TRANS_B ? 1 : TL::NI / 2];
+
+  __device__ __forceinline__ void init(int wm, int wn, int lane) {
+    a0 = swz<TL::WA>(wm * TL::WTM + (lane & 15), lane >> 4) * 2;
+    if constexpr (TRANS_B) {
+      const int n = TL::col(wn, 0) + (lane & 7) + (lane >> 4) * 8;
+      bt0 = TL::A_ELEMS * 2 + swz<TL::WA>(n, (lane >> 3) & 1) * 2;
+      b_off[0] = 0;
+    } else {
+      bt0 = 0;
+      const int k = (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+      for (int nj = 0; nj < TL::NI / 2; ++nj)
+        b_off[nj] = TL::A_ELEMS * 2 + swz<TL::WB>(k, (TL::col(wn, 2 * nj) >> 3) + (lane >> 4)) * 2;
+    }
+  }
+  __device__ __forceinline__ uint32_t a(int ks) const { return a0 ^ (uint32_t)(ks << 5); }
+  __device__ __forceinline__ uint32_t bt(int ks) const { return bt0 ^ (uint32_t)(ks << 5); }
+};
+
+/* Rows (trans_b: tile columns) from the warp's first n8 tile to the pair nj. */
+template <class TL> __host__ __device__ constexpr int pair_rows(int nj) {
+  return TL::PAIRED ? (2 * nj < TL::NI / 2 ? 16 * nj : TL::BN / 2 + (2 * nj - TL::NI / 2) * 8)
+                    : 16 * nj;
+}
+
 /* The A fragments (MI tiles of 16 x 16) and B fragments (NI tiles of
- * 16 x 8) of k16 step ks of the stage at sA. */
+ * 16 x 8) of k16 step ks of the stage at shared address st. */
 template <class TL, bool TRANS_B>
-__device__ __forceinline__ void load_frags(uint32_t sA, int ks, int wm, int wn, int lane,
+__device__ __forceinline__ void load_frags(uint32_t st, int ks, const FragOffsets<TL, TRANS_B> &fo,
                                            uint32_t (&af)[TL::MI][4], uint32_t (&bf)[TL::NI][2]) {
 #pragma unroll
-  for (int mi = 0; mi < TL::MI; ++mi) {
-    const int r = wm * TL::WTM + mi * 16 + (lane & 15);
-    ldmatrix_x4(af[mi], sA + swz<TL::WA>(r, ks * 2 + (lane >> 4)) * 2);
-  }
-  const uint32_t sB = sA + TL::A_ELEMS * 2;
+  for (int mi = 0; mi < TL::MI; ++mi)
+    ldmatrix_x4(af[mi], st + fo.a(ks) + mi * 16 * TL::BK * 2);
 #pragma unroll
   for (int nj = 0; nj < TL::NI / 2; ++nj) {
     uint32_t t[4];
-    const int c = TL::col(wn, 2 * nj);
-    if constexpr (TRANS_B) {
-      const int n = c + (lane & 7) + (lane >> 4) * 8;
-      ldmatrix_x4(t, sB + swz<TL::WA>(n, ks * 2 + ((lane >> 3) & 1)) * 2);
-    } else {
-      const int k = ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-      ldmatrix_x4_trans(t, sB + swz<TL::WB>(k, (c >> 3) + (lane >> 4)) * 2);
-    }
+    if constexpr (TRANS_B)
+      ldmatrix_x4(t, st + fo.bt(ks) + pair_rows<TL>(nj) * TL::BK * 2);
+    else
+      ldmatrix_x4_trans(t, st + fo.b_off[nj] + ks * 16 * TL::BN * 2);
     bf[2 * nj][0] = t[0];
     bf[2 * nj][1] = t[1];
     bf[2 * nj + 1][0] = t[2];
@@ -240,7 +376,20 @@ __device__ __forceinline__ void load_frags(uint32_t sA, int ks, int wm, int wn, 
 
 /* acc += A[m0.., kt_begin*BK ..] * B[.., n0..] over k-tiles [kt_begin,
  * kt_end). Leaves cp.async idle, but no barrier after the last reads of
- * shared memory (callers that reuse it sync first). */
+ * shared memory (callers that reuse it sync first).
+ *
+ * The pipeline: fragments are double-buffered across every k16 step,
+ * k-tile boundaries included (the last step of k-tile `it` loads the first
+ * fragments of it + 1 while its MMAs run). In k-tile `it`, the first k16
+ * step issues the copy of k-tile it + STAGES - 1, into the stage read
+ * during it - 1, after the block's one barrier of the k-tile, which also
+ * publishes k-tile it + 1 (awaited just before it):
+ *   STAGES >= 4 (EARLY): the barrier sits in the first k16 step, so the
+ *     last step's loads of the next k-tile's fragments have nothing in
+ *     front of them and overlap that step's MMAs (STAGES - 2 k-tiles in
+ *     flight while a k-tile is awaited);
+ *   STAGES 3: the barrier sits in the last k16 step (STAGES - 1 in
+ *     flight, but the next fragments wait behind it). */
 template <class T, class TL, bool TRANS_B>
 __device__ __forceinline__ void mainloop(const Operands<T> &op, char *smem, int kt_begin,
                                          int kt_end, float (&acc)[TL::MI][TL::NI][4]) {
@@ -248,36 +397,68 @@ __device__ __forceinline__ void mainloop(const Operands<T> &op, char *smem, int 
   const int wm = warp / TL::WN, wn = warp % TL::WN;
   const uint32_t s0 = smem_addr(smem);
   const int nk = kt_end - kt_begin;
+  if (nk <= 0)
+    return;
+  constexpr uint32_t STAGE_BYTES = TL::STAGE_ELEMS * 2;
+  constexpr bool EARLY = TL::STAGES >= 4;
+  /* A partial last k-tile of K, when this range holds it, is copied first
+   * (by the general load_stage), so the loop copies whole k-tiles only. */
+  const bool partial = op.K % TL::BK != 0 && (long long)kt_end * TL::BK > op.K;
 
+  FastCopy<T, TL, TRANS_B> fc;
+  fc.init(op, kt_begin);
 #pragma unroll
   for (int s = 0; s < TL::STAGES - 1; ++s) {
-    if (s < nk)
-      load_stage<T, TL, TRANS_B>(op, s0 + s * TL::STAGE_ELEMS * 2, smem + s * TL::STAGE_ELEMS * 2,
-                                 kt_begin + s);
+    if (s < nk) {
+      if (s == 0 && partial)
+        load_stage<T, TL, TRANS_B>(op, s0, smem, kt_end - 1);
+      else
+        fc.copy(s0 + s * STAGE_BYTES, smem + s * STAGE_BYTES);
+    }
     cp_async_commit();
   }
 
+  FragOffsets<TL, TRANS_B> fo;
+  fo.init(wm, wn, lane);
   uint32_t af[2][TL::MI][4];
   uint32_t bf[2][TL::NI][2];
-  for (int it = 0; it < nk; ++it) {
-    /* k-tile `it` has landed (its group and all older ones), and every warp
-     * is done with the stage the next copy overwrites (read at it - 1). */
-    cp_async_wait<TL::STAGES - 2>();
-    __syncthreads();
-    const int nxt = it + TL::STAGES - 1;
-    if (nxt < nk) {
-      const int st = nxt % TL::STAGES;
-      load_stage<T, TL, TRANS_B>(op, s0 + st * TL::STAGE_ELEMS * 2, smem + st * TL::STAGE_ELEMS * 2,
-                                 kt_begin + nxt);
-    }
-    cp_async_commit();
 
-    const uint32_t sA = s0 + (it % TL::STAGES) * TL::STAGE_ELEMS * 2;
-    load_frags<TL, TRANS_B>(sA, 0, wm, wn, lane, af[0], bf[0]);
+  cp_async_wait<TL::STAGES - 2>();
+  __syncthreads();
+  /* stages read and written (shared addresses and the index of the latter) */
+  const uint32_t s_end = s0 + TL::STAGES * STAGE_BYTES;
+  uint32_t rd = s0, wr = s0 + (TL::STAGES - 1) * STAGE_BYTES;
+  load_frags<TL, TRANS_B>(rd, 0, fo, af[0], bf[0]);
+
+  for (int it = 0; it < nk; ++it) {
 #pragma unroll
     for (int ks = 0; ks < TL::KSTEPS; ++ks) {
-      if (ks + 1 < TL::KSTEPS)
-        load_frags<TL, TRANS_B>(sA, ks + 1, wm, wn, lane, af[(ks + 1) & 1], bf[(ks + 1) & 1]);
+      if (EARLY && ks == 0) {
+        /* k-tile it + 1 has landed; every warp is past its reads of it - 1 */
+        cp_async_wait<TL::STAGES - 3>();
+        __syncthreads();
+      }
+      if (!EARLY && ks == TL::KSTEPS - 1) {
+        /* k-tile it + 1 has landed; every warp is past its reads of it - 1 */
+        cp_async_wait<TL::STAGES - 2>();
+        __syncthreads();
+      }
+      if (ks == TL::KSTEPS - 1) {
+        rd += STAGE_BYTES;
+        if (rd == s_end)
+          rd = s0;
+      }
+      if (ks + 1 < TL::KSTEPS || it + 1 < nk)
+        load_frags<TL, TRANS_B>(rd, (ks + 1) % TL::KSTEPS, fo, af[(ks + 1) & 1], bf[(ks + 1) & 1]);
+      if (ks == 0) {
+        const int nxt = it + TL::STAGES - 1;
+        if (nxt < nk)
+          fc.copy(wr, smem + (wr - s0));
+        cp_async_commit();
+        wr += STAGE_BYTES;
+        if (wr == s_end)
+          wr = s0;
+      }
 #pragma unroll
       for (int mi = 0; mi < TL::MI; ++mi)
 #pragma unroll
@@ -351,8 +532,10 @@ __device__ __forceinline__ bool split_reduce(void *ws, long long tiles, long lon
         const int r = wm * TL::WTM + mi * 16 + g + 8 * h, c = TL::col(wn, ni) + 2 * t;
         float2 sum = make_float2(0.0f, 0.0f);
         for (int s = 0; s < nsplit; ++s) {
-          const float2 v = __ldcg(reinterpret_cast<const float2 *>(
-              split_slice(ws, tiles, tile, s, TL::BM, TL::BN) + r * TL::BN + c));
+          float2 *q = reinterpret_cast<float2 *>(split_slice(ws, tiles, tile, s, TL::BM, TL::BN) +
+                                                 r * TL::BN + c);
+          const float2 v = __ldcg(q);
+          __stcg(q, make_float2(0.0f, 0.0f)); /* the workspace is left zeroed */
           sum = s == 0 ? v : make_float2(sum.x + v.x, sum.y + v.y);
         }
         acc[mi][ni][2 * h] = sum.x;

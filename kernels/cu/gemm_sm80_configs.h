@@ -23,12 +23,21 @@
 
 #include "cuda/gemm_plan.h"
 
+/* lab builds (lab/sm80_lab.cu) time candidate rows beside the table's */
+#ifdef FP_GEMM_LAB_ROWS
+#define FP_GEMM_SM80_LAB_ROWS(X)                                                                   \
+  X(13, 128, 256, 32, 6, 256, 147456, 0)                                                           \
+  X(14, 128, 256, 64, 3, 256, 147456, 0)
+#else
+#define FP_GEMM_SM80_LAB_ROWS(X)
+#endif
+
 /* clang-format off */
 #define FP_GEMM_SM80_CONFIGS(X)                                                                    \
-  /* big squares: 2x4 warps of 64x64, 4 stages; fits sm_86 */                                      \
-  X(0, 128, 256, 32, 4, 256, 98304, 0)                                                             \
-  /* big squares, 64-deep k-tiles (fewer barriers); sm_80 / sm_90 only */                          \
-  X(1, 128, 256, 64, 3, 256, 147456, 0)                                                            \
+  /* big squares: 2x4 warps of 64x64, 5 stages; sm_80 / sm_90 */                                   \
+  X(0, 128, 256, 32, 5, 256, 122880, 0)                                                            \
+  /* big squares, 4 stages: fits sm_86 */                                                          \
+  X(1, 128, 256, 32, 4, 256, 98304, 0)                                                             \
   /* mid shapes: 2x2 warps of 64x64, two blocks an SM */                                           \
   X(2, 128, 128, 32, 4, 128, 65536, FP_GEMM_CFG_SPLIT_K)                                           \
   /* small M (or N): 1x4 warps of 64x32 */                                                         \
@@ -42,7 +51,8 @@
   /* gemm2 (b2b), N <= 128: 2x4 warps */                                                           \
   X(7, 64, 128, 32, 3, 256, 53248, FP_GEMM_CFG_B2B)                                                \
   /* gemm2 (b2b), N <= 256: 1x8 warps */                                                           \
-  X(8, 64, 256, 32, 3, 256, 94208, FP_GEMM_CFG_B2B)
+  X(8, 64, 256, 32, 3, 256, 94208, FP_GEMM_CFG_B2B)                                                \
+  FP_GEMM_SM80_LAB_ROWS(X)
 /* clang-format on */
 
 #endif

@@ -53,6 +53,24 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+/* ---- swizzled tiles ------------------------------------------------------------
+ * Element offset (16-bit elements) of 16-byte chunk c of row r in a tile of
+ * W chunks a row, swizzled rather than padded: chunk c of row r lives at
+ * chunk c ^ (r & 7) (W >= 8), or, for 64-byte rows (W = 4), rows pair into
+ * 128-byte lines whose eight chunks are XORed with the line index. Eight
+ * rows read at one logical chunk (an ldmatrix phase) then cover all 32
+ * banks, and a warp's cp.async stores fill whole 128-byte lines. */
+template <int W> __device__ __forceinline__ int swz(int r, int c) {
+  static_assert(W == 4 || W % 8 == 0, "swizzle: rows of 64 bytes or multiples of 128");
+  if constexpr (W == 4) {
+    const int line = r >> 1;
+    const int l = ((r & 1) << 2) | c;
+    return (line * 8 + (l ^ (line & 7))) * 8;
+  } else {
+    return (r * W + (c ^ (r & 7))) * 8;
+  }
+}
+
 /* ---- cp.async ------------------------------------------------------------------ */
 
 /* Copies src_bytes (0..16) from global src to the 16-byte aligned shared
