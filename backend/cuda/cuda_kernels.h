@@ -246,7 +246,7 @@ struct View2D {
  * Inductor marks its loads (eviction_policy='evict_last'). Against the
  * ld.global.nc it replaced, on an H100 after the bench's L2 write flush,
  * three alternating rounds on cells of 64 KiB-32 MiB (2026-11-24,
- * docs/results/2026-11-24-h100-evict-last/rows/): geometric mean time over
+ * 120e041:docs/results/2026-11-24-h100-evict-last/rows/): geometric mean time over
  * 12 shapes 0.86-0.90x for the row ops (softmax_backward 256 x 2048 8.19 ->
  * 6.21 us, layernorm 1024 x 1024 9.82 -> 7.23; hreduce_reduce, whose loads
  * are mostly evict-first, unchanged) and, in the lean ELEM builds,
@@ -1131,7 +1131,7 @@ __device__ __forceinline__ float dropout_apply(float v, long long seed, long lon
  * are ldg4's (evict_last), the stores plain. Against the first lean builds
  * (grid-stride items, ld.global.nc, st.wb), on an H100 after the bench's
  * write flush, three alternating rounds (2026-11-24,
- * docs/results/2026-11-24-h100-evict-last/): bias_dropout_add 1024 x 1024
+ * 120e041:docs/results/2026-11-24-h100-evict-last/): bias_dropout_add 1024 x 1024
  * 9.82 -> 7.39 us, 256 x 4096 9.82 -> 7.33, bias_gelu 512 x 4096 11.36 ->
  * 8.29, 4096 x 4096 50.9 -> 49.7; the loads' hint made most of it. */
 

@@ -171,13 +171,13 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
    * per SM, the memory idle through its reductions), for a kernel whose
    * offer says so: the streaming build in blocks of 512, two per SM, which
    * reread the row from L1. Measured on an H100 (2026-11-25, three
-   * alternating rounds, docs/results/2026-11-25-h100-smem/r32-mid-rows/):
+   * alternating rounds, 120e041:docs/results/2026-11-25-h100-smem/r32-mid-rows/):
    * layernorm 8192 x 10240 313 -> 270 us, 512-16384 x 16384 1.02-1.08x,
    * but 300 x 16384 27.0 -> 29.0; double_softmax (whose long-row build
    * stages the next row) and softmax_backward lost 5-26%. Since
    * double_softmax streams in two reads (its power sums), rows of 16384
    * gain 1.01-1.11x (400-16384 rows, r40-ds-half-long/ in
-   * docs/results/2026-11-25-h100-series/) and 12289 1.03x, but 10240 lost
+   * 120e041:docs/results/2026-11-25-h100-series/) and 12289 1.03x, but 10240 lost
    * 3-7% and 12288 2%: its offer starts at 12289. */
   if (tuned && long_rows && b->stream_half_long_min_n > 0 && N >= b->stream_half_long_min_n &&
       b->has[FP_ROWS_STREAM] && b->long_vectors > 0 && host_block > STREAM_HALF_BLOCK &&
@@ -197,7 +197,7 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
      * least two per SM: blocks of half the threads, two resident per SM,
      * so that one block's loads overlap the other's reductions. Measured
      * on an H100 (2026-11-25, three alternating rounds, blocks capped at
-     * 512 against 1024, docs/results/2026-11-25-h100-smem/r30-block512/):
+     * 512 against 1024, 120e041:docs/results/2026-11-25-h100-smem/r30-block512/):
      * double_softmax 1024 x 20480 104.9 -> 78.7 us, 4096 x 24576 401 -> 344;
      * layernorm 87.8 -> 77.2 and 380 -> 337; at N = 32768, where two rows
      * outgrow L1, 4096 rows lost 11-14% (double_softmax 467 -> 522). */
@@ -305,7 +305,7 @@ uint64_t fp_cuda_stream_smem_bytes(const fp_rows_builds *b, const fp_rows_plan *
    * they outgrow L1 between passes, but each fits in half the shared
    * memory. Measured on an H100 (2026-11-25, three alternating rounds,
    * FUSEPORT_CUDA_STREAM_SMEM=all against the default,
-   * docs/results/2026-11-25-h100-series/r46-smem-half/): layernorm
+   * 120e041:docs/results/2026-11-25-h100-series/r46-smem-half/): layernorm
    * 4096 x 20480 283 -> 251 us and 1024 x 24576 1.12x, double_softmax
    * 1.04-1.10x (256-4096 rows of 20480-24576); softmax and norm_chain
    * within 2%. At N = 32768 two rows do not fit, and keeping them (one
@@ -387,12 +387,12 @@ bool fp_elem_grid_policy_from_env(const char *value, fp_elem_grid_policy *policy
 /* The tuned rule. Below 2^22 elements (a 32 MiB cell of two streams), 8
  * blocks per SM, one resident wave of 2048 threads: 0.84-0.95 of the host
  * grid's time for pointwise_chain and bias_gelu from 2^19 elements,
- * 0.94-1.01 for bias_dropout_add (H200, docs/results/2026-11-23-h200/
+ * 0.94-1.01 for bias_dropout_add (H200, 120e041:docs/results/2026-11-23-h200/
  * elem_*.json). From 2^22 on, a thread does one round of its kernel's
  * unroll and leaves (items:U; U = 4 for the two-stream kernels, 2 for
  * bias_dropout_add): against the previous rule (waves:8 to 2^23, then the
  * host's grid, or items:2 for bias_dropout_add from 2^24), three alternating
- * rounds on an H100 (docs/results/2026-11-24-h100-37851c5/elem-grid/):
+ * rounds on an H100 (120e041:docs/results/2026-11-24-h100-37851c5/elem-grid/):
  * pointwise_chain 1.00-1.05x (65536 x 2048: 379 -> 363 us), bias_gelu
  * 1.00-1.04x, bias_dropout_add 1.02-1.04x at 2^22-2^23, the same beyond.
  * Before strided_unrolled predicated its last round, a thread with fewer

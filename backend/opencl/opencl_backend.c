@@ -1408,7 +1408,7 @@ static fp_status ocl_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *co
  *     Groups of 512 against 256 (and against norm_chain's and
  *     double_softmax's former teams of 1024 caching 4096 or more rows of
  *     8193..16384 floats), on an H100 (NVIDIA OpenCL, 2026-11-25, three
- *     alternating rounds, docs/results/2026-11-25-h100-series/r43-cl-groups/),
+ *     alternating rounds, 120e041:docs/results/2026-11-25-h100-series/r43-cl-groups/),
  *     at 512-16384 rows of 10240-16384 floats: double_softmax 1.05-1.64x
  *     (16384 x 16384 1252 -> 844 us), norm_chain 1.13-1.51x, softmax
  *     1.09-1.31x, layernorm 1.03-1.35x (16384 x 16384 1059 -> 787);

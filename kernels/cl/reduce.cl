@@ -133,7 +133,7 @@ static FP_INLINE float4 fp_load4(__global const float *base, long q, int aligned
  *    reread; -DFP_LAST_READ_EVICT_FIRST=0 loads them plainly. (fp_body_at
  *    also serves double_softmax's middle pass where its power series does
  *    not hold, a rare row whose third pass then rereads from memory.)
- * On an H100 (NVIDIA OpenCL, 2026-11-26, docs/results/2026-11-26-h100-cl-ptx/
+ * On an H100 (NVIDIA OpenCL, 2026-11-26, 120e041:docs/results/2026-11-26-h100-cl-ptx/
  * r2, two alternating rounds) against plain loads: cells of 8-48 MiB
  * 1.12-1.13x (geometric mean per op; softmax 1024 x 1024 10.5 -> 8.8 us),
  * cells of 64 MiB-1.5 GiB 1.04-1.09x (softmax 2048 x 65536 460 -> 401 us,

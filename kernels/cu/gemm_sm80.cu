@@ -1,6 +1,6 @@
 /* fuseport CUDA GEMM core, path SM80: cp.async + ldmatrix + mma.sync
  * (m16n8k16, f16/bf16 in, f32 accumulate), multistage; Ampere and later
- * (compiled for sm_80, sm_86, sm_90: an H100 runs it when the planner's knob
+ * (compiled for sm_80 (which sm_86 runs) and sm_90: an H100 runs it when the planner's knob
  * forces the path). Semantics: kernels.def, family gemm; the interface:
  * gemm_common.cuh; the fragment layouts: mma_sm80.cuh; the rows:
  * gemm_sm80_configs.h.

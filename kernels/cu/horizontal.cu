@@ -77,11 +77,11 @@ __device__ __forceinline__ void hreduce_pointwise_rows(const Team &team, float *
 
 /* Evict-first loads (ldcs4) save writing back what the L2 held dirty
  * before the kernel, and cost about 3.5% of the streaming rate. On the
- * H100 (50 MiB of L2; docs/results/2026-11-23-h100-l2hint/) they were
+ * H100 (50 MiB of L2; 120e041:docs/results/2026-11-23-h100-l2hint/) they were
  * 1.06-1.20x faster up to 128 MiB, 1.00-1.03x at 256 MiB and 0.96-0.97x
  * from 512 MiB on, so inputs larger than this read with ldg4. Below
  * kEvictFirstMinBytes ldg4's evict_last did better still (three alternating
- * rounds, 2026-11-24, docs/results/2026-11-24-h100-evict-last/hreduce/):
+ * rounds, 2026-11-24, 120e041:docs/results/2026-11-24-h100-evict-last/hreduce/):
  * 128-256 rows of 512-4096 1.14-1.34x, 1024 x 1024 8.00 -> 5.86 us. */
 constexpr long long kEvictFirstMaxBytes = 256ll << 20;
 constexpr long long kEvictFirstMinBytes = 16ll << 20;

@@ -45,7 +45,7 @@ namespace {
  * memory: double_softmax evaluated five per element there (three passes;
  * three exps and two passes since its power sums, below), and took 0.93-0.94 of its time with them
  * (4096 x 32768 564 -> 527 us, 2048 x 65536 565 -> 531, 1024 x 65536 299 -> 278; H100, 2026-11-24,
- * three alternating rounds, docs/results/2026-11-24-h100-fastexp/),
+ * three alternating rounds, 120e041:docs/results/2026-11-24-h100-fastexp/),
  * softmax 0.99 (2048 x 65536 465 -> 459). The cached rows, memory-bound,
  * keep expf: there it bought nothing (double_softmax 4096 x 16384 200 ->
  * 201 us). */
@@ -153,7 +153,7 @@ __device__ MaxSum row_max_sum(const float *x_row, const RowSplit &s, const Smem 
  * takes a second read that sums exp(s_j - y) directly, as does a row whose
  * softmax is NaN (y NaN fails the test). Two reads and three exps per
  * element instead of three reads and five: on an H100 (2026-11-25, three
- * alternating rounds, docs/results/2026-11-25-h100-series/) 1.12-1.26x on
+ * alternating rounds, 120e041:docs/results/2026-11-25-h100-series/) 1.12-1.26x on
  * every streamed cell of N >= 20001 (4096 x 32768 468 -> 410 us, bw 0.80
  * -> 0.92; 8192 x 65536 1820 -> 1619; 256 x 65536 70.6 -> 58.5). Four
  * floats: the size of a block reduction's slot (kMaxReduceBytes). */
@@ -364,7 +364,7 @@ struct Powers {
  * team reductions per row instead of three (max, sum, second sum). Only
  * the cluster build takes it: there a reduction is an exchange between
  * blocks, and on an H100 (2026-11-25, three alternating rounds,
- * docs/results/2026-11-25-h100-series/r39-ds-cached/) 8 x 131072 went
+ * 120e041:docs/results/2026-11-25-h100-series/r39-ds-cached/) 8 x 131072 went
  * 16.4 -> 14.8 us, 16 x 65536 15.1 -> 13.7; the block builds lost 1-5%
  * with it on cells of 16-256 MiB (more registers and work per element
  * against a block reduction's barrier pair). Without it, or for a peaked
@@ -506,7 +506,7 @@ softmax_backward_row_cached(const Team &team, float *gin_row, const float *g_row
 /* Its rows stay out of shared memory (SmemRow): two of them, so it would
  * hold under half of each row of 50000 floats or more, about what L1 keeps
  * of them anyway, and the copies cost time: on an H100 (2026-11-25, three
- * alternating rounds, docs/results/2026-11-25-h100-smem/) 64 x 65536 took
+ * alternating rounds, 120e041:docs/results/2026-11-25-h100-smem/) 64 x 65536 took
  * 28.4 us without and 31.5 us with, 100 x 65536 43.1 and 41.1. */
 template <int U1, int U2>
 __device__ void softmax_backward_row_streamed(float *gin_row, const float *g_row,
@@ -550,7 +550,7 @@ struct LayerNormRow {
 
 /* Streamed layernorm rows read x twice. Marked evict_last, the first pass's
  * lines stay for the second where x fits in L2, and crowd it where it does
- * not: on an H100 (2026-11-24, docs/results/2026-11-24-h100-evict-last/
+ * not: on an H100 (2026-11-24, 120e041:docs/results/2026-11-24-h100-evict-last/
  * layernorm-nc/, three rounds) 128 x 65536 (32 MiB) took 36.5 us with
  * evict_last and 39.7 without, 4096 x 32768 (512 MiB) 522 and 452. Up to
  * 32 MiB (below the L2 of an A100 or an H100) x is loaded evict_last, beyond
@@ -612,7 +612,7 @@ __device__ __forceinline__ void layernorm_row_cached(const Team &team, const Lay
 /* Two streamed reads: Welford statistics, then the output. The second pass
  * reads w and b past L1 (ldg4_l1skip), which leaves more of L1 to the
  * row's lines for its reread: on an H100 (2026-11-24, three alternating
- * rounds, docs/results/2026-11-24-h100-fastexp/) 256 x 32768 38.9 ->
+ * rounds, 120e041:docs/results/2026-11-24-h100-fastexp/) 256 x 32768 38.9 ->
  * 37.3 us, 128 x 65536 37.1 -> 36.0, 0.3-1.5% on larger cells. (The row's
  * own loads past L1 instead cost 10-27%: 4096 x 32768 450 -> 569 us.) */
 template <int U1, int U2, bool kSmem>
@@ -949,7 +949,7 @@ __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, co
 /* The streaming build's loads in flight per thread in a row's first pass
  * and in its later ones (2 and 2 in the caching builds, which have no
  * registers for more). Measured on an H100 (2026-11-24, three alternating
- * rounds, docs/results/2026-11-24-h100-stream/r24-stream-build/) against
+ * rounds, 120e041:docs/results/2026-11-24-h100-stream/r24-stream-build/) against
  * the long-row build streaming with 2 and 2: with 4 and 4, double_softmax
  * 4096 x 32768 526 -> 447 us, 8192 x 65536 2024 -> 1838; layernorm
  * 4096 x 32768 447 -> 409, 2048 x 65536 501 -> 484; softmax 2048 x 65536
@@ -997,7 +997,7 @@ extern "C" void fp_cuda_register_reduce(const void *table[FPK_COUNT]) {
  * backend's fp_cuda_stream_smem_bytes): those of more than 32768 floats,
  * which L1 does not keep between passes. Shorter ones gained nothing: on an
  * H100 (2026-11-25, three alternating rounds, FUSEPORT_CUDA_STREAM_SMEM=0
- * and 1, docs/results/2026-11-25-h100-smem/) 0.98-1.02x for layernorm and
+ * and 1, 120e041:docs/results/2026-11-25-h100-smem/) 0.98-1.02x for layernorm and
  * double_softmax at 256-4096 x 32768, against 1.11-1.14x for softmax,
  * 1.12-1.19x for norm_chain, 1.06-1.12x for layernorm and 1.02-1.11x for
  * double_softmax at N = 65536, and 1.02-1.15x for the first three at
