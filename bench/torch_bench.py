@@ -309,6 +309,26 @@ def mm_function(op, p):
     raise KeyError(op)
 
 
+def mm_gemm_only(op, p):
+    """The op's GEMMs alone, as eager PyTorch runs them (cuBLAS): A @ B (the
+    [M, 2N] product for the paired ops), both products for matmul_matmul
+    (two cuBLAS calls). Mode "gemm": the bound a fused epilogue aims at,
+    checked against the same GEMMs in float64, not against the op."""
+    trans_b = p["trans_b"] == "true"
+
+    def rhs(b):
+        return b.t() if trans_b else b
+
+    if op == "matmul_matmul":
+        def gemms(a, b, d):
+            return (a @ rhs(b)) @ d
+        return gemms
+
+    def gemm(a, b, *_):
+        return a @ rhs(b)
+    return gemm
+
+
 def mm_scale(x):
     """Fill scale of an operand whose rows are summed over x terms: about
     1/sqrt(x), a power of two, so that outputs stay O(1)."""
@@ -364,18 +384,20 @@ def mm_flops(op, shape):
     return 2 * M * N * K
 
 
-def mm_variant(fn, mode):
+def mm_variant(fn, mode, op=None, p=None):
     """eager, or torch.compile with static shapes (one compile per shape) in
-    the default mode or max-autotune. Each mode wraps fn in a lambda of its
-    own, so the two compiled wrappers never share dynamo's per-code-object
-    cache (and recompile limit)."""
+    the default mode or max-autotune, or (gemm) the op's GEMMs alone in eager.
+    Each mode wraps fn in a lambda of its own, so the two compiled wrappers
+    never share dynamo's per-code-object cache (and recompile limit)."""
     if mode == "eager":
         return fn
+    if mode == "gemm":
+        return mm_gemm_only(op, p)
     if mode == "compile":
         return torch.compile(lambda *t: fn(*t), dynamic=False)
     if mode == "autotune":
         return torch.compile(lambda *t: fn(*t), mode="max-autotune", dynamic=False)
-    raise ValueError(f"unknown mode {mode!r} (eager, compile, autotune)")
+    raise ValueError(f"unknown mode {mode!r} (eager, compile, autotune, gemm)")
 
 
 def mm_combos(op, choices):
@@ -413,15 +435,16 @@ def check_mm(op, check_shapes, modes, seed, device, how, swept):
         ps = mm_params_str(op, p)
         fn = mm_function(op, p)
         torch._dynamo.reset()
-        variants = {mode: mm_variant(fn, mode) for mode in modes}
+        variants = {mode: mm_variant(fn, mode, op, p) for mode in modes}
         for j, shape in enumerate(shapes):
-            run_modes = [m for m in modes if m == "eager" or full or j == i % len(shapes)]
+            run_modes = [m for m in modes if m in ("eager", "gemm") or full or j == i % len(shapes)]
             if not run_modes:
                 continue
             inputs = mm_make_inputs(op, shape, p, seed, device, exact=True)
-            ref = fn(*[t.double() for t in inputs])
+            ref_op = fn(*[t.double() for t in inputs])
             tol = mm_tolerance(op, shape, p["dtype"])
             for mode in run_modes:
+                ref = mm_gemm_only(op, p)(*[t.double() for t in inputs]) if mode == "gemm" else ref_op
                 try:
                     # clone: a CUDA-graphed output is overwritten by the next replay
                     out = variants[mode](*inputs).clone()
@@ -434,7 +457,7 @@ def check_mm(op, check_shapes, modes, seed, device, how, swept):
                     bad, line = 1, f"ERROR {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
                 result[(ps, mode)] = result.get((ps, mode), True) and bad == 0
                 lines.append(f"  {op:18s} {mode:8s} {ps} {shape_str(shape)}: {line}")
-            del inputs, ref
+            del inputs, ref, ref_op
     return result, lines
 
 
@@ -687,7 +710,7 @@ def sweep_mm(op, combos, shapes, modes, checked, args, timer, copy_gbps, doc):
         fn = mm_function(op, p)
         esize = MM_DTYPES[p["dtype"]].itemsize
         torch._dynamo.reset()
-        variants = {mode: mm_variant(fn, mode) for mode in modes}
+        variants = {mode: mm_variant(fn, mode, op, p) for mode in modes}
         for shape in shapes:
             flops = mm_flops(op, shape)
             try:
@@ -768,7 +791,9 @@ def main():
                     help="'seed' (the 10x10 grid 128..65536; the matmul family's seed list) or a comma list of "
                     "MxN (grid ops), MxNxK (matmul family), MxNxKxP (matmul_matmul); an op skips shapes of another rank")
     ap.add_argument("--modes", default=None,
-                    help="comma list of eager, compile, autotune (torch.compile mode=max-autotune; matmul family only). "
+                    help="comma list of eager, compile, autotune (torch.compile mode=max-autotune; matmul family only), "
+                    "gemm (matmul family: the op's GEMMs alone in eager, cuBLAS without the epilogue; both products "
+                    "for matmul_matmul). "
                     "Default: eager,compile for the grid ops, eager,compile,autotune for the family (eager on --device cpu)")
     ap.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2",
                     help="matmul family: sweep these values of dtype (f32,f16,bf16), trans_b (false,true), add (bias,full); "
@@ -824,9 +849,9 @@ def main():
         if name not in allowed or any(v not in allowed[name] for v in values):
             ap.error(f"--param {item}: expected one of " + "; ".join(f"{n}={','.join(c)}" for n, c in allowed.items()))
         sweep_choices[name] = values
-    bad = [m for m in (args.modes or "eager").split(",") if m not in ("eager", "compile", "autotune")]
+    bad = [m for m in (args.modes or "eager").split(",") if m not in ("eager", "compile", "autotune", "gemm")]
     if bad:
-        ap.error(f"unknown modes {bad} (eager, compile, autotune)")
+        ap.error(f"unknown modes {bad} (eager, compile, autotune, gemm)")
 
     # float32 is true float32 (no TF32) for the matmul family as for the rest;
     # PyTorch's other defaults (reduced-precision f16/bf16 reductions) stay and
@@ -846,7 +871,7 @@ def main():
         else:
             modes = ["eager", "compile", "autotune"] if op in MM_PARAMS else ["eager", "compile"]
         # max-autotune is the GEMM user's peer; the grid ops keep eager and compile
-        return modes if op in MM_PARAMS else [m for m in modes if m != "autotune"]
+        return modes if op in MM_PARAMS else [m for m in modes if m not in ("autotune", "gemm")]
 
     doc = timer = copy_gbps = None
     if timing:
