@@ -61,7 +61,9 @@ typedef struct mm_problem {
 
 /* The op by name, not by address: the benchmark runs ops through copies of
  * their descriptors (a cached reference). */
-static bool is_op(const fp_op *op, const fp_op *which) { return strcmp(op->name, which->name) == 0; }
+static bool is_op(const fp_op *op, const fp_op *which) {
+  return strcmp(op->name, which->name) == 0;
+}
 
 static mm_problem mm_of(const fp_problem *p) {
   mm_problem m;
@@ -280,7 +282,8 @@ static void mm_reference(const fp_problem *p, const fp_host_tensor *in, int64_t 
       break;
     case KIND_GEGLU:
       for (int64_t j = 0; j < m.N; ++j)
-        o[j] = (acc[j] + fp_host_at1(&in[2], j)) * gelu_erf_d(acc[m.N + j] + fp_host_at1(&in[2], m.N + j));
+        o[j] = (acc[j] + fp_host_at1(&in[2], j)) *
+               gelu_erf_d(acc[m.N + j] + fp_host_at1(&in[2], m.N + j));
       break;
     case KIND_B2B:
       for (int64_t q = 0; q < m.P; ++q)
@@ -312,8 +315,9 @@ static void mm_reference(const fp_problem *p, const fp_host_tensor *in, int64_t 
 static fp_tolerance mm_tolerance(const fp_problem *p, int output) {
   (void)output;
   const mm_problem m = mm_of(p);
-  const double eps = m.dtype == FP_F16 ? ldexp(1.0, -11) : m.dtype == FP_BF16 ? ldexp(1.0, -8)
-                                                                               : ldexp(1.0, -24);
+  const double eps = m.dtype == FP_F16    ? ldexp(1.0, -11)
+                     : m.dtype == FP_BF16 ? ldexp(1.0, -8)
+                                          : ldexp(1.0, -24);
   double acc = 16.0 * ldexp(1.0, -24) * sqrt((double)m.K);
   if (m.kind == KIND_B2B)
     acc += 16.0 * ldexp(1.0, -24) * sqrt((double)m.N);
@@ -372,7 +376,14 @@ typedef struct gemm_operands {
   int64_t lda, ldb;
 } gemm_operands;
 
-static int64_t round_up8(int64_t x) { return (x + 7) / 8 * 8; }
+/* The leading dimension a padded copy gets: rows of 16 bytes for cp.async;
+ * for TMA (the sm90 path) rows of 128 bytes, since a box row that starts
+ * mid-line costs TMA a second L2 request (gemm_plan.c: 0.66-0.75 of the
+ * speed on an H100) and a copy made anyway may as well avoid it. */
+static int64_t padded_ld(const fp_gemm_plan *plan, int64_t cols) {
+  const int64_t unit = plan->path == FP_GEMM_PATH_SM90 ? 64 : 8;
+  return (cols + unit - 1) / unit * unit;
+}
 
 /* Pads A [M, K] and B ([NB, K] or [K, NB]) into workspaces *next_ws,
  * *next_ws+1 where the plan loads 16-byte rows and theirs are not. */
@@ -383,7 +394,7 @@ static fp_status pad_operands(fp_recipe *rc, fp_dtype dtype, const fp_gemm_plan 
     return FP_OK;
   const uint64_t size = fp_dtype_size(dtype);
   if (ops->lda % 8 != 0) {
-    const int64_t ld = round_up8(K);
+    const int64_t ld = padded_ld(plan, K);
     fp_buffer *w = fp_rc_ws(rc, (*next_ws)++, (uint64_t)(M * ld) * size);
     TRY(fp_prim_pad_rows(rc, dtype, w, ops->a, M, K, ld));
     ops->a = w;
@@ -391,7 +402,7 @@ static fp_status pad_operands(fp_recipe *rc, fp_dtype dtype, const fp_gemm_plan 
   }
   if (ops->ldb % 8 != 0) {
     const int64_t rows = trans_b ? NB : K, cols = trans_b ? K : NB;
-    const int64_t ld = round_up8(cols);
+    const int64_t ld = padded_ld(plan, cols);
     fp_buffer *w = fp_rc_ws(rc, (*next_ws)++, (uint64_t)(rows * ld) * size);
     TRY(fp_prim_pad_rows(rc, dtype, w, ops->b, rows, cols, ld));
     ops->b = w;
@@ -461,7 +472,7 @@ static fp_status b2b_fused(fp_recipe *rc, const mm_problem *m) {
     if (on_chip) {
       TRY(pad_operands(rc, m->dtype, &plan, m->M, m->N, m->K, m->trans_b, &ops, &next_ws));
       if (plan.aligned_rows && m->dtype != FP_F32 && ldd % 8 != 0) {
-        const int64_t ld = round_up8(m->P);
+        const int64_t ld = padded_ld(&plan, m->P);
         fp_buffer *w = fp_rc_ws(rc, next_ws++, (uint64_t)(m->N * ld) * esize(m));
         TRY(fp_prim_pad_rows(rc, m->dtype, w, d, m->N, m->P, ld));
         d = w;
@@ -481,19 +492,24 @@ static fp_status b2b_fused(fp_recipe *rc, const mm_problem *m) {
                        &next_ws);
   }
   const uint64_t size = esize(m);
-  fp_arg args[] = {fp_arg_tensor(out, m->dtype), fp_arg_tensor(ops.a, m->dtype),
-                   fp_arg_tensor(ops.b, m->dtype), fp_arg_tensor(d, m->dtype),
-                   fp_arg_tensor(ws, FP_U32),      fp_arg_i64(m->M),
-                   fp_arg_i64(m->N),               fp_arg_i64(m->K),
-                   fp_arg_i64(m->P),               fp_arg_i64(ops.lda),
-                   fp_arg_i64(ops.ldb),            fp_arg_i64(ldd),
+  fp_arg args[] = {fp_arg_tensor(out, m->dtype),
+                   fp_arg_tensor(ops.a, m->dtype),
+                   fp_arg_tensor(ops.b, m->dtype),
+                   fp_arg_tensor(d, m->dtype),
+                   fp_arg_tensor(ws, FP_U32),
+                   fp_arg_i64(m->M),
+                   fp_arg_i64(m->N),
+                   fp_arg_i64(m->K),
+                   fp_arg_i64(m->P),
+                   fp_arg_i64(ops.lda),
+                   fp_arg_i64(ops.ldb),
+                   fp_arg_i64(ldd),
                    fp_arg_i32(m->trans_b ? 1 : 0)};
   fp_ndrange nd = fp_planned_range();
   const double flops = 2.0 * (double)m->M * (double)m->N * ((double)m->K + (double)m->P);
-  return fp_rc_launch(
-      rc, gemm2_kernel(m->dtype), &nd, args, 13,
-      fp_kcost(size * (uint64_t)(m->M * m->K + m->K * m->N + m->N * m->P),
-               size * (uint64_t)(m->M * m->P), flops));
+  return fp_rc_launch(rc, gemm2_kernel(m->dtype), &nd, args, 13,
+                      fp_kcost(size * (uint64_t)(m->M * m->K + m->K * m->N + m->N * m->P),
+                               size * (uint64_t)(m->M * m->P), flops));
 }
 
 static fp_status mm_fused(fp_recipe *rc, const fp_problem *p) {
@@ -510,7 +526,8 @@ static fp_status mm_fused(fp_recipe *rc, const fp_problem *p) {
                      &next_ws);
 }
 
-/* ---- the unfused variant ----------------------------------------------------------------------- */
+/* ---- the unfused variant -----------------------------------------------------------------------
+ */
 
 /* out = a @ B through the backend's library, with its workspace at ws
  * index *next_ws when it wants one. */
@@ -545,12 +562,12 @@ static fp_status mm_unfused(fp_recipe *rc, const fp_problem *p) {
   switch (m.kind) {
   case KIND_ADD:
   case KIND_ADD_RELU: {
-    const fp_view extra =
-        m.full_add ? fp_view_typed(fp_view_rows(fp_rc_in(rc, 2), m.M, m.N), dt)
-                   : fp_view_typed(fp_view_bias(fp_rc_in(rc, 2), m.M, m.N), dt);
+    const fp_view extra = m.full_add ? fp_view_typed(fp_view_rows(fp_rc_in(rc, 2), m.M, m.N), dt)
+                                     : fp_view_typed(fp_view_bias(fp_rc_in(rc, 2), m.M, m.N), dt);
     if (m.kind == KIND_ADD)
       return fp_prim_binary(rc, FP_BINARY_ADD, ov, cv, extra);
-    const fp_view t = fp_view_typed(fp_view_rows(fp_rc_ws(rc, next_ws++, (uint64_t)(m.M * m.N) * size), m.M, m.N), dt);
+    const fp_view t = fp_view_typed(
+        fp_view_rows(fp_rc_ws(rc, next_ws++, (uint64_t)(m.M * m.N) * size), m.M, m.N), dt);
     TRY(fp_prim_binary(rc, FP_BINARY_ADD, t, cv, extra));
     return fp_prim_unary(rc, FP_UNARY_RELU, 1.0f, 0.0f, ov, t);
   }
@@ -573,12 +590,14 @@ static fp_status mm_unfused(fp_recipe *rc, const fp_problem *p) {
   }
   case KIND_GEGLU: {
     /* z = x @ W^T + b; z1, z2 = chunk(z, 2); z1 * gelu(z2) */
-    const fp_view z = fp_view_typed(fp_view_rows(fp_rc_ws(rc, next_ws++, (uint64_t)(m.M * m.NB) * size), m.M, m.NB), dt);
+    const fp_view z = fp_view_typed(
+        fp_view_rows(fp_rc_ws(rc, next_ws++, (uint64_t)(m.M * m.NB) * size), m.M, m.NB), dt);
     const fp_view bias = fp_view_typed(fp_view_bias(fp_rc_in(rc, 2), m.M, m.NB), dt);
     TRY(fp_prim_binary(rc, FP_BINARY_ADD, z, cv, bias));
     const fp_view z1 = fp_view_typed(fp_view_strided(z.buf, m.M, m.N, 2 * m.N, 1), dt);
     const fp_view z2 = fp_view_offset(z1, m.N);
-    const fp_view g2 = fp_view_typed(fp_view_rows(fp_rc_ws(rc, next_ws++, (uint64_t)(m.M * m.N) * size), m.M, m.N), dt);
+    const fp_view g2 = fp_view_typed(
+        fp_view_rows(fp_rc_ws(rc, next_ws++, (uint64_t)(m.M * m.N) * size), m.M, m.N), dt);
     TRY(fp_prim_unary(rc, FP_UNARY_GELU_ERF, 1.0f, 0.0f, g2, z2));
     return fp_prim_binary(rc, FP_BINARY_MUL, ov, z1, g2);
   }
@@ -586,7 +605,8 @@ static fp_status mm_unfused(fp_recipe *rc, const fp_problem *p) {
   return FP_OK;
 }
 
-/* ---- the vendor variant: cuBLASLt's fused epilogues --------------------------------------------- */
+/* ---- the vendor variant: cuBLASLt's fused epilogues ---------------------------------------------
+ */
 
 static fp_status mm_vendor(fp_recipe *rc, const fp_problem *p) {
   const mm_problem m = mm_of(p);
@@ -618,11 +638,11 @@ static fp_status mm_vendor(fp_recipe *rc, const fp_problem *p) {
   }
   }
   if (!rc->dev->gemm_library_epilogues) {
-    fp_status st = fp_error(FP_ERR_UNSUPPORTED,
-                            "op %s: the vendor variant is cuBLASLt's fused epilogue, and %s has "
-                            "none",
-                            p->op->name,
-                            rc->dev->gemm_library[0] ? rc->dev->gemm_library : "this backend");
+    fp_status st =
+        fp_error(FP_ERR_UNSUPPORTED,
+                 "op %s: the vendor variant is cuBLASLt's fused epilogue, and %s has "
+                 "none",
+                 p->op->name, rc->dev->gemm_library[0] ? rc->dev->gemm_library : "this backend");
     if (rc->status == FP_OK)
       rc->status = st;
     return st;
@@ -632,30 +652,31 @@ static fp_status mm_vendor(fp_recipe *rc, const fp_problem *p) {
                       &next_ws);
 }
 
-/* ---- shapes and descriptors ------------------------------------------------------------------------ */
+/* ---- shapes and descriptors
+ * ------------------------------------------------------------------------ */
 
 /* `--shapes seed` for the family (bench/torch_bench.py keeps the same list):
  * squares, the seed study's 8192 x 1024-style tables, an LLM MLP, the split
  * activation notebook's sizes (M = n/2, N = K = n), decode-like M = 1..16,
  * and shapes that break alignment (odd, 4095, a vocabulary of 50257). */
 static const int64_t mm_seed[] = {
-    1024, 1024, 1024,  2048, 2048,  2048, 4096, 4096, 4096, 8192, 8192, 8192,
-    8192, 1024, 4096,  8192, 4096,  1024, 4096, 1024, 8192, 2048, 11008, 4096,
-    1024, 2048, 2048,  2048, 4096,  4096, 1,    4096, 4096, 4,    4096, 4096,
-    16,   8192, 8192,  4097, 4097,  4097, 4096, 4095, 4096, 2048, 50257, 1024,
+    1024, 1024, 1024, 2048, 2048, 2048, 4096, 4096, 4096, 8192, 8192,  8192,
+    8192, 1024, 4096, 8192, 4096, 1024, 4096, 1024, 8192, 2048, 11008, 4096,
+    1024, 2048, 2048, 2048, 4096, 4096, 1,    4096, 4096, 4,    4096,  4096,
+    16,   8192, 8192, 4097, 4097, 4097, 4096, 4095, 4096, 2048, 50257, 1024,
 };
 /* matmul_matmul: narrow intermediates (N <= 256, kept on chip) and wide. */
 static const int64_t b2b_seed[] = {
-    8192,  64,  4096, 4096, 8192, 128,  4096, 4096, 8192, 256, 4096, 4096,
-    16384, 128, 1024, 1024, 4096, 1024, 4096, 4096,
+    8192, 64,   4096,  4096, 8192, 128,  4096, 4096, 8192, 256,
+    4096, 4096, 16384, 128,  1024, 1024, 4096, 1024, 4096, 4096,
 };
 /* The quick default of `fuseport bench` (small: the CPU backend runs it). */
 static const int64_t mm_default[] = {128, 128, 128, 256, 256, 256};
 static const int64_t b2b_default[] = {128, 64, 128, 128, 256, 128, 256, 256};
 /* `fuseport check`: odd sizes and ones, every edge of the tiles. */
 static const int64_t mm_check[] = {
-    1,  1,   1,   7,    33,   100, 33, 7,    1000, 100, 100, 100,
-    70, 129, 257, 1000, 33,   7,   16, 4097, 33,   130, 64,  4097,
+    1,  1,   1,   7,    33, 100, 33, 7,    1000, 100, 100, 100,
+    70, 129, 257, 1000, 33, 7,   16, 4097, 33,   130, 64,  4097,
 };
 static const int64_t b2b_check[] = {
     1, 1, 1, 1, 7, 33, 100, 17, 70, 64, 129, 96, 33, 300, 65, 7,
@@ -665,7 +686,12 @@ static const int64_t b2b_check[] = {
   {"M", FP_PARAM_DIM, 1024, 1, FP_DIM_MAX, NULL, "rows of A and of the output"},                   \
       {"N", FP_PARAM_DIM, 1024, 1, FP_DIM_MAX, NULL, "columns of the output"},                     \
       {"K", FP_PARAM_DIM, 1024, 1, FP_DIM_MAX, NULL, "the reduced dimension"},                     \
-      {"dtype", FP_PARAM_CHOICE, 1, 0, 2, dtype_choices,                                           \
+      {"dtype",                                                                                    \
+       FP_PARAM_CHOICE,                                                                            \
+       1,                                                                                          \
+       0,                                                                                          \
+       2,                                                                                          \
+       dtype_choices,                                                                              \
        "element type of every tensor: f32 (true float32, no TF32), f16 or bf16 (float32 "          \
        "accumulation)"},                                                                           \
   {                                                                                                \
@@ -680,11 +706,13 @@ static const int64_t b2b_check[] = {
   }
 
 #define MM_VARIANTS(n_variants_note)                                                               \
-  .n_variants = 3, .variants = {                                                                   \
-    {"fused", "fuseport's GEMM core, the epilogue on the accumulators", mm_fused},                 \
-    {"unfused", "the backend's GEMM library, then one primitive kernel per epilogue step",         \
-     mm_unfused},                                                                                  \
-    {"vendor", "cuBLASLt with its fused epilogue, where it has one " n_variants_note, mm_vendor},  \
+  .n_variants = 3,                                                                                 \
+  .variants = {                                                                                    \
+      {"fused", "fuseport's GEMM core, the epilogue on the accumulators", mm_fused},               \
+      {"unfused", "the backend's GEMM library, then one primitive kernel per epilogue step",       \
+       mm_unfused},                                                                                \
+      {"vendor", "cuBLASLt with its fused epilogue, where it has one " n_variants_note,            \
+       mm_vendor},                                                                                 \
   }
 
 #define MM_SHAPES(seed, def, check)                                                                \
@@ -755,7 +783,8 @@ const fp_op fp_op_matmul_matmul = {
     .params = {{"M", FP_PARAM_DIM, 1024, 1, FP_DIM_MAX, NULL, "rows of A and of the output"},
                {"N", FP_PARAM_DIM, 128, 1, FP_DIM_MAX, NULL,
                 "columns of the intermediate A @ B (the inner dimension of the second product)"},
-               {"K", FP_PARAM_DIM, 1024, 1, FP_DIM_MAX, NULL, "the first product's reduced dimension"},
+               {"K", FP_PARAM_DIM, 1024, 1, FP_DIM_MAX, NULL,
+                "the first product's reduced dimension"},
                {"P", FP_PARAM_DIM, 1024, 1, FP_DIM_MAX, NULL, "columns of D and of the output"},
                {"dtype", FP_PARAM_CHOICE, 1, 0, 2, dtype_choices,
                 "element type of every tensor: f32 (true float32, no TF32), f16 or bf16 (float32 "

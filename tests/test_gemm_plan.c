@@ -31,7 +31,8 @@ static fp_gemm_request req(int dtype, int64_t M, int64_t N, int64_t K, int epi) 
   return r;
 }
 
-static fp_gemm_plan must_plan(const fp_gemm_request *r, const fp_gemm_device *d, fp_gemm_path force) {
+static fp_gemm_plan must_plan(const fp_gemm_request *r, const fp_gemm_device *d,
+                              fp_gemm_path force) {
   fp_gemm_plan p;
   char why[256] = "";
   if (!fp_gemm_plan_make(r, d, force, &p, why, sizeof why))
@@ -94,6 +95,17 @@ static void test_paired_and_b2b(void **state) {
     p = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
     assert_false(p.b2b_on_chip);
   }
+  /* the narrowest b2b tile that holds N (n = 1, 128, 255): a wider one multiplies zeros */
+  const fp_gemm_device *devs[] = {&h100, &a100, &rtx3090};
+  for (int k = 0; k < 3; ++k)
+    for (int64_t n = 1; n <= 256; n += 127) {
+      fp_gemm_request r = req(1, 8192, n, 4096, FP_EPI_NONE);
+      r.b2b = true;
+      r.P = 4096;
+      const fp_gemm_plan p = must_plan(&r, devs[k], FP_GEMM_PATH_AUTO);
+      assert_true(p.b2b_on_chip);
+      assert_int_equal(p.bn, n <= 128 ? 128 : 256); /* the tables: b2b rows of 128 and 256 */
+    }
 }
 
 /* Split-K where the tiles leave the GPU idle and K is deep, with the
@@ -172,8 +184,8 @@ static void test_tuning_cache(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_paths),       cmocka_unit_test(test_paired_and_b2b),
-      cmocka_unit_test(test_split_k),     cmocka_unit_test(test_deterministic),
+      cmocka_unit_test(test_paths),        cmocka_unit_test(test_paired_and_b2b),
+      cmocka_unit_test(test_split_k),      cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_tuning_cache),
   };
   return cmocka_run_group_tests_name("gemm_plan", tests, NULL, NULL);

@@ -25,7 +25,7 @@ typedef struct cfg_row {
   uint32_t smem, flags;
 } cfg_row;
 
-#define FP_GEMM_ROW(INDEX, BM, BN, BK, STAGES, THREADS, SMEM, FLAGS)                                \
+#define FP_GEMM_ROW(INDEX, BM, BN, BK, STAGES, THREADS, SMEM, FLAGS)                               \
   {INDEX, BM, BN, BK, STAGES, THREADS, SMEM, FLAGS},
 static const cfg_row sm90_rows[] = {FP_GEMM_SM90_CONFIGS(FP_GEMM_ROW)};
 static const cfg_row sm80_rows[] = {FP_GEMM_SM80_CONFIGS(FP_GEMM_ROW)};
@@ -470,12 +470,22 @@ static bool sm90_row_ok(const cfg_row *c, const fp_gemm_request *r, int64_t NB, 
          sm90_misaligned(r, NB);
 }
 
+/* A gemm2 row's work: each block of BM rows computes its [BM, BN]
+ * intermediate (K deep) and multiplies it by d ([BN, P]); a row wider than N
+ * multiplies zeros, so the narrowest row that holds N wins (on an H100, a
+ * 256-wide row took 8192 x 128 x 4096 x 4096 in 128 us, two cuBLAS calls
+ * 68 us). */
+static double b2b_cost(const cfg_row *c, const fp_gemm_request *r, int sms) {
+  const double waves = (double)ceil_div(ceil_div(r->M, c->bm), sms > 0 ? sms : 1);
+  return waves * (double)c->bm * (double)c->bn * (double)(r->K + r->P);
+}
+
 bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gemm_path force,
                        fp_gemm_plan *out, char *why, size_t whylen) {
   memset(out, 0, sizeof *out);
   if (r->M < 1 || r->N < 1 || r->K < 1 || (r->b2b && r->P < 1))
-    return fail(why, whylen, "empty GEMM (M=%lld N=%lld K=%lld)", (long long)r->M,
-                (long long)r->N, (long long)r->K);
+    return fail(why, whylen, "empty GEMM (M=%lld N=%lld K=%lld)", (long long)r->M, (long long)r->N,
+                (long long)r->K);
   if (r->dtype != DT_F32 && !is_half(r->dtype))
     return fail(why, whylen, "no GEMM path for element type %d", r->dtype);
   const bool paired = !r->b2b && FP_EPI_PAIRED(r->epilogue);
@@ -536,13 +546,13 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
     if (path == FP_GEMM_PATH_SM90 && !r->b2b && !sm90_row_ok(c, r, NB, d->sm_count, paired))
       continue;
     const bool sm90 = path == FP_GEMM_PATH_SM90;
-    const int split = r->b2b  ? 1
+    const int split = r->b2b ? 1
                       : sm90 ? sm90_choose_split(c, r->M, NB, r->K, d->sm_count)
                              : choose_split(c, r->M, NB, r->K, d->sm_count);
     const double cost =
-        sm90 ? sm90_config_cost(c, r->M, r->b2b ? r->P : NB, r->K, d->sm_count, split) *
-                   (r->b2b ? 1.0 : sm90_row_factor(c, r, NB))
-             : config_cost(c, r->M, r->b2b ? r->P : NB, r->K, d->sm_count, split);
+        r->b2b ? b2b_cost(c, r, d->sm_count)
+        : sm90 ? sm90_config_cost(c, r->M, NB, r->K, d->sm_count, split) * sm90_row_factor(c, r, NB)
+               : config_cost(c, r->M, NB, r->K, d->sm_count, split);
     if (best == NULL || cost < best_cost) {
       best = c;
       best_cost = cost;
@@ -556,7 +566,8 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
       out->split_k = 1;
       return true;
     }
-    return fail(why, whylen, "the %s path has no configuration for this GEMM on %llu bytes of "
+    return fail(why, whylen,
+                "the %s path has no configuration for this GEMM on %llu bytes of "
                 "shared memory%s",
                 path_names[path], (unsigned long long)d->smem_optin,
                 paired ? " (paired epilogue)" : "");
