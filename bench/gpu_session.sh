@@ -18,8 +18,15 @@
 #                 of the matmul family (fused) on small odd shapes
 #   bench-gemm    the matmul family on cuda, seed shapes, f16 and bf16
 #                 (gemm-cuda.json)
-#   torch-gemm    torch_bench.py on the matmul family: eager, compile and
-#                 max-autotune (gemm-torch.json, gemm-torch.log)
+#   bench-gemm-sm80    matmul_relu with the sm_80 main loop forced
+#                 (FUSEPORT_CUDA_GEMM_PATH=sm80) beside cuBLASLt (gemm-cuda-sm80.json)
+#   bench-gemm-opencl  matmul_relu and matmul_add_relu in f32 on NVIDIA OpenCL:
+#                 the OpenCL core beside CLBlast (gemm-opencl.json)
+#   torch-gemm    torch_bench.py on the matmul family: eager, compile,
+#                 max-autotune and the GEMMs alone (gemm-torch.json,
+#                 gemm-torch.log); GEMM_TORCH_OPS, GEMM_TORCH_SHAPES and
+#                 GEMM_TORCH_DTYPES narrow it (max-autotune searches each
+#                 shape: the whole seed list takes more than one call)
 #
 # The bench-* sweeps stop cleanly before the deadline and resume a partial
 # file: the one in $OUT, else the one in RESUME_DIR (an earlier call's).
@@ -136,7 +143,20 @@ stage_bench-cuda() { sweep cuda.json --backend cuda --op "$SWEEP_OPS" --shapes s
 stage_bench-opencl() {
   sweep opencl.json --backend opencl --platform NVIDIA --op "$SWEEP_OPS" --shapes seed --rep-ms 20
 }
-stage_bench-gemm() { sweep gemm-cuda.json --backend cuda --op "$GEMM_OPS" --shapes seed --param dtype=f16,bf16; }
+stage_bench-gemm() {
+  sweep gemm-cuda.json --backend cuda --op "$GEMM_OPS" --shapes seed --param dtype=f16,bf16 \
+    --sample-elems 262144
+}
+stage_bench-gemm-sm80() {
+  FUSEPORT_CUDA_GEMM_PATH=sm80 sweep gemm-cuda-sm80.json --backend cuda --op matmul_relu \
+    --variants fused,vendor --param dtype=f16,bf16 --sample-elems 262144 \
+    --shapes 2048x2048x2048,4096x4096x4096,8192x8192x8192,2048x11008x4096,8192x1024x4096
+}
+stage_bench-gemm-opencl() {
+  sweep gemm-opencl.json --backend opencl --platform NVIDIA --op matmul_relu,matmul_add_relu \
+    --param dtype=f32 --sample-elems 262144 \
+    --shapes 1024x1024x1024,2048x2048x2048,4096x4096x4096,4097x4097x4097,8192x1024x4096
+}
 
 # torch_run NAME ARGS...: bench/torch_bench.py ARGS until 10 s before the deadline.
 torch_run() {
@@ -151,8 +171,8 @@ torch_run() {
 
 stage_torch() { torch_run torch --ops "$SWEEP_OPS" --shapes seed; }
 stage_torch-gemm() {
-  torch_run gemm-torch --ops matmul --shapes seed --param dtype=f16,bf16 --modes eager,compile,autotune \
-    --mm-check swept
+  torch_run gemm-torch --ops "${GEMM_TORCH_OPS:-matmul}" --shapes "${GEMM_TORCH_SHAPES:-seed}" \
+    --param dtype="${GEMM_TORCH_DTYPES:-f16,bf16}" --modes eager,compile,autotune,gemm --mm-check swept
 }
 
 for stage in "$@"; do
