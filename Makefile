@@ -2,7 +2,8 @@
 #   make bench   set up (Debian packages when run as root), build, run a short
 #                default benchmark on the best backend present
 #   make test    set up, build (CUDA compiled when nvcc is present), run the
-#                tests, then the CPU and OpenCL tests again under
+#                tests, install into a scratch prefix and build and run
+#                examples/ against it, then the CPU and OpenCL tests again under
 #                AddressSanitizer + UBSan, and the CUDA emulation under
 #                ThreadSanitizer
 # Variables: BUILD (build dir), JOBS, BENCH_ARGS (extra `fuseport bench` flags).
@@ -19,7 +20,7 @@ CMAKE_ARGS ?=
 DEB_PACKAGES = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-headers \
                pocl-opencl-icd clinfo libclblast-dev libcmocka-dev libcjson-dev
 
-.PHONY: all deps configure build bench test test-plain test-asan test-race format clean
+.PHONY: all deps configure build bench test test-plain test-install test-asan test-race format clean
 
 all: build
 
@@ -42,10 +43,25 @@ build: configure
 bench: build
 	./$(BUILD)/fuseport bench $(BENCH_ARGS)
 
-test: test-plain test-asan test-race
+test: test-plain test-install test-asan test-race
 
 test-plain: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The package as a user links it: `cmake --install` into a scratch prefix,
+# then examples/ built against it with find_package(fuseport) and with
+# pkg-config, and run (on OpenCL or the CPU backend where there is no GPU).
+INSTALL_TEST ?= $(BUILD)/install-test
+test-install: build
+	rm -rf $(INSTALL_TEST) $(BUILD)/example
+	cmake --install $(BUILD) --prefix $(INSTALL_TEST)
+	cmake -S examples -B $(BUILD)/example -DCMAKE_PREFIX_PATH=$(abspath $(INSTALL_TEST))
+	cmake --build $(BUILD)/example
+	$(abspath $(BUILD))/example/fused_bias_gelu
+	pc=$$(dirname $$(find $(INSTALL_TEST) -name fuseport.pc)) && \
+	  cc -std=c11 -Wall -Wextra -Werror examples/fused_bias_gelu.c -o $(BUILD)/example/fused_bias_gelu_pc \
+	    $$(PKG_CONFIG_PATH=$$pc pkg-config --cflags --libs fuseport) -lm
+	LD_LIBRARY_PATH=$(abspath $(INSTALL_TEST))/lib $(abspath $(BUILD))/example/fused_bias_gelu_pc
 
 # CUDA is off here: its tests cannot run without a GPU, and the plain build
 # above already proves that it compiles.
@@ -58,10 +74,12 @@ test-asan: deps
 # The CUDA row kernels' CPU emulation (tests/cuda_emu) under ThreadSanitizer:
 # a data race between emulated threads is what compute-sanitizer's racecheck
 # finds on a GPU. It needs the CUDA toolkit's headers, not a GPU; without a
-# toolkit there is nothing to run, and it says so.
+# toolkit there is nothing to run, and it says so. The CUDA backend itself
+# is off here: the emulation compiles the kernel sources as C++, and the
+# plain build has compiled them with nvcc.
 test-race: deps
 	cmake -S . -B $(RACE_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFUSEPORT_EMU_TSAN=ON \
-	  $(CMAKE_ARGS)
+	  -DFUSEPORT_CUDA=OFF $(CMAKE_ARGS)
 	@if grep -q cuda_emu $(RACE_BUILD)/tests/CTestTestfile.cmake; then \
 	  cmake --build $(RACE_BUILD) -j $(JOBS) --target test_cuda_emu && \
 	  cd $(RACE_BUILD) && ctest --output-on-failure -R '^cuda_emu$$'; \
