@@ -108,6 +108,30 @@ static void test_paired_and_b2b(void **state) {
     }
 }
 
+/* Outside the skinny path a row is instantiated for paired epilogues or
+ * for the others, not both: the plan must match the epilogue (f32 129 x
+ * 1032 x 200, unpaired, was planned on simt's paired row and failed to
+ * launch). Over odd shapes, each dtype and device. */
+static void test_paired_rows_match_epilogue(void **state) {
+  (void)state;
+  const fp_gemm_device *devs[] = {&h100, &a100, &rtx3090};
+  const int64_t sizes[] = {17, 77, 129, 200, 1000, 1032, 4097};
+  const int epis[] = {FP_EPI_NONE, FP_EPI_BIAS_RELU, FP_EPI_SPLIT_ACT, FP_EPI_GEGLU};
+  for (int k = 0; k < 3; ++k)
+    for (int dt = 0; dt < 3; ++dt)
+      for (int e = 0; e < 4; ++e)
+        for (int i = 0; i < 7; ++i)
+          for (int j = 0; j < 7; ++j) {
+            fp_gemm_request r = req(dt, sizes[i], sizes[j], sizes[(i + j) % 7], epis[e]);
+            const fp_gemm_plan p = must_plan(&r, devs[k], FP_GEMM_PATH_AUTO);
+            const bool paired_row = (p.flags & FP_GEMM_CFG_PAIRED) != 0;
+            if (FP_EPI_PAIRED(epis[e]))
+              assert_true(paired_row);
+            else if (p.path != FP_GEMM_PATH_SKINNY)
+              assert_false(paired_row);
+          }
+}
+
 /* Split-K where the tiles leave the GPU idle and K is deep, with the
  * workspace gemm_common.cuh lays out; none for a GEMM that fills it. */
 static void test_split_k(void **state) {
@@ -184,8 +208,11 @@ static void test_tuning_cache(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_paths),        cmocka_unit_test(test_paired_and_b2b),
-      cmocka_unit_test(test_split_k),      cmocka_unit_test(test_deterministic),
+      cmocka_unit_test(test_paths),
+      cmocka_unit_test(test_paired_and_b2b),
+      cmocka_unit_test(test_paired_rows_match_epilogue),
+      cmocka_unit_test(test_split_k),
+      cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_tuning_cache),
   };
   return cmocka_run_group_tests_name("gemm_plan", tests, NULL, NULL);

@@ -396,6 +396,14 @@ static bool row_fits(const cfg_row *c, const fp_gemm_request *r, const fp_gemm_d
     return false; /* the intermediate would not fit on chip */
   if (paired && (c->flags & FP_GEMM_CFG_PAIRED) == 0)
     return false;
+  /* A skinny row is built for both kinds of epilogue; the other paths
+   * build a PAIRED row for the paired ones only (their launchers refuse an
+   * unpaired epilogue there: f32 129 x 1032 x 200 was planned on simt's
+   * paired row 3 and failed to launch). */
+  const bool skinny_row = c >= tables[FP_GEMM_PATH_SKINNY].rows &&
+                          c < tables[FP_GEMM_PATH_SKINNY].rows + tables[FP_GEMM_PATH_SKINNY].n;
+  if (!paired && !skinny_row && (c->flags & FP_GEMM_CFG_PAIRED) != 0)
+    return false;
   return true;
 }
 
