@@ -86,7 +86,7 @@ test-race: deps
 	else echo "test-race: SKIPPED: no CUDA toolkit found, no emulated CUDA kernels to check"; fi
 
 format:
-	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cl')
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh' '*.cl')
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(RACE_BUILD)

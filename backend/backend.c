@@ -766,9 +766,8 @@ fp_status fp_library_gemm(fp_context *ctx, const fp_lib_gemm *g, fp_buffer *a, f
   if (d == a || d == b || (wants_bias && d == bias))
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                         "fp_library_gemm: D is also an input (A, B or bias)");
-  st = ctx->ops->library_gemm(ctx, g, a->handle, b->handle,
-                              g->beta != 0.0f ? c->handle : NULL, d->handle,
-                              wants_bias ? bias->handle : NULL,
+  st = ctx->ops->library_gemm(ctx, g, a->handle, b->handle, g->beta != 0.0f ? c->handle : NULL,
+                              d->handle, wants_bias ? bias->handle : NULL,
                               workspace != NULL ? workspace->handle : NULL,
                               workspace != NULL ? workspace->bytes : 0);
   if (st == FP_OK)

@@ -99,13 +99,13 @@ typedef struct fp_device_info {
   char platform[256];    /* OpenCL platform; "CUDA <runtime>" or "fuseport CPU emulation" */
   char api_version[128]; /* OpenCL version string, CUDA compute capability, ... */
   uint64_t global_mem_bytes;
-  uint64_t l2_cache_bytes;     /* last-level cache the benchmark flushes */
-  uint64_t local_mem_bytes;    /* per work-group (shared memory per block) */
+  uint64_t l2_cache_bytes;        /* last-level cache the benchmark flushes */
+  uint64_t local_mem_bytes;       /* per work-group (shared memory per block) */
   uint64_t local_mem_optin_bytes; /* the most a kernel may opt into (CUDA); else local_mem_bytes */
-  uint32_t max_group_size;     /* work-items per work-group (threads per block) */
-  uint32_t subgroup_width;     /* warp/wavefront/subgroup width; 1 if unknown */
-  uint32_t compute_units;      /* SMs / CUs / cores */
-  uint32_t cc_major, cc_minor; /* CUDA compute capability; 0 elsewhere */
+  uint32_t max_group_size;        /* work-items per work-group (threads per block) */
+  uint32_t subgroup_width;        /* warp/wavefront/subgroup width; 1 if unknown */
+  uint32_t compute_units;         /* SMs / CUs / cores */
+  uint32_t cc_major, cc_minor;    /* CUDA compute capability; 0 elsewhere */
   fp_backend_kind backend;
   /* The backend's GEMM library (fp_library_gemm): its name and version
    * ("" when there is none), the element types it multiplies (bit 1 << dtype)
@@ -212,11 +212,11 @@ fp_ndrange fp_planned_range(void);
  * Buffers carry their element type (the signature's letter; an upper-case
  * signature letter also accepts none). */
 typedef enum fp_arg_kind {
-  FP_ARG_BUFFER = 'b',    /* float32 */
-  FP_ARG_BUF_F16 = 'h',   /* float16 */
-  FP_ARG_BUF_BF16 = 'q',  /* bfloat16 */
-  FP_ARG_BUF_U32 = 'p',   /* uint32 words */
-  FP_ARG_BUF_U8 = 'y',    /* bytes */
+  FP_ARG_BUFFER = 'b',   /* float32 */
+  FP_ARG_BUF_F16 = 'h',  /* float16 */
+  FP_ARG_BUF_BF16 = 'q', /* bfloat16 */
+  FP_ARG_BUF_U32 = 'p',  /* uint32 words */
+  FP_ARG_BUF_U8 = 'y',   /* bytes */
   FP_ARG_I32 = 'i',
   FP_ARG_U32 = 'u',
   FP_ARG_I64 = 'l',

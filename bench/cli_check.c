@@ -68,7 +68,7 @@ typedef struct check_opts {
   fp_cli_target target;
   const fp_op *ops[64];
   int n_ops;
-  const char *variants; /* NULL: all */
+  const char *variants;        /* NULL: all */
   fp_shape shapes[MAX_SHAPES]; /* --shapes; none: each op's default */
   int n_shapes;
   char *param_names[MAX_PARAMS];
@@ -216,8 +216,7 @@ static int parse_check(int argc, char **argv, check_opts *o) {
         return FP_EXIT_USAGE;
     } else if (strcmp(a, "--shapes") == 0) {
       const char *v = fp_cli_value(argc, argv, &i);
-      if (v == NULL ||
-          !fp_cli_parse_shape_list("--shapes", v, o->shapes, MAX_SHAPES, &o->n_shapes))
+      if (v == NULL || !fp_cli_parse_shape_list("--shapes", v, o->shapes, MAX_SHAPES, &o->n_shapes))
         return FP_EXIT_USAGE;
     } else if (strcmp(a, "--param") == 0) {
       const char *v = fp_cli_value(argc, argv, &i);

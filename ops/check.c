@@ -96,9 +96,9 @@ fp_status fp_io_fill_inputs(fp_context *ctx, const fp_io_desc *io, uint64_t seed
       return fp_error(FP_ERR_UNSUPPORTED, "fp_io_fill_inputs: input %s is %s, which has no fill",
                       t->name, fp_dtype_name(t->dtype));
     }
-    fp_arg args[] = {fp_arg_tensor(in[k], t->dtype),  fp_arg_i64(t->storage_elems),
-                     fp_arg_i64((int64_t)seed),       fp_arg_i32(k),
-                     fp_arg_f32(t->fill_scale),       fp_arg_i32(t->fill_positive ? 1 : 0)};
+    fp_arg args[] = {fp_arg_tensor(in[k], t->dtype), fp_arg_i64(t->storage_elems),
+                     fp_arg_i64((int64_t)seed),      fp_arg_i32(k),
+                     fp_arg_f32(t->fill_scale),      fp_arg_i32(t->fill_positive ? 1 : 0)};
     fp_ndrange nd = fp_elem_range(&rc, t->storage_elems);
     fp_status st = fp_launch(ctx, id, &nd, args, nargs);
     if (st != FP_OK)
@@ -337,8 +337,8 @@ static fp_status read_rows(fp_context *ctx, const fp_tensor_desc *t, fp_buffer *
     void *raw = malloc(esize * (size_t)(n > 0 ? n : 1));
     if (raw == NULL)
       return fp_error(FP_ERR_OUT_OF_MEMORY, "check: no host memory to read output %s", t->name);
-    fp_status st = fp_buffer_read(ctx, buf, (uint64_t)(r0 * per_row) * esize, raw,
-                                  (uint64_t)n * esize);
+    fp_status st =
+        fp_buffer_read(ctx, buf, (uint64_t)(r0 * per_row) * esize, raw, (uint64_t)n * esize);
     for (int64_t i = 0; st == FP_OK && i < n; ++i)
       got[i] = decode(t->dtype, raw, i);
     free(raw);

@@ -151,9 +151,7 @@ fp_status fp_problem_set(fp_problem *p, const char *name, const char *value) {
   return st;
 }
 
-int fp_op_grid_rank(const fp_op *op) {
-  return op == NULL ? 0 : (op->n_grid > 0 ? op->n_grid : 2);
-}
+int fp_op_grid_rank(const fp_op *op) { return op == NULL ? 0 : (op->n_grid > 0 ? op->n_grid : 2); }
 
 fp_status fp_problem_set_grid(fp_problem *p, const int64_t *dims, int n) {
   if (p == NULL || p->op == NULL || dims == NULL)
@@ -162,7 +160,10 @@ fp_status fp_problem_set_grid(fp_problem *p, const int64_t *dims, int n) {
   if (n != rank)
     return fp_error(FP_ERR_INVALID_ARGUMENT,
                     "op %s takes a shape of %d dimensions, not %d (its grid is %s)", p->op->name,
-                    rank, n, rank == 3 ? "MxNxK" : rank == 4 ? "MxNxKxP" : "MxN");
+                    rank, n,
+                    rank == 3   ? "MxNxK"
+                    : rank == 4 ? "MxNxKxP"
+                                : "MxN");
   for (int g = 0; g < n; ++g) {
     int k = p->op->grid_param[g];
     fp_status st = check_range(p->op, &p->op->params[k], (double)dims[g]);
@@ -310,11 +311,11 @@ static double generated_value(const fp_host_tensor *t, int64_t index) {
   const fp_tensor_desc *d = t->desc;
   switch (d->dtype) {
   case FP_F16:
-    return fp_f16_bits_to_f32(fp_uniform_f16_bits(t->seed, t->stream, (uint64_t)index,
-                                                  d->fill_scale, d->fill_positive));
+    return fp_f16_bits_to_f32(
+        fp_uniform_f16_bits(t->seed, t->stream, (uint64_t)index, d->fill_scale, d->fill_positive));
   case FP_BF16:
-    return fp_bf16_bits_to_f32(fp_uniform_bf16_bits(t->seed, t->stream, (uint64_t)index,
-                                                    d->fill_scale, d->fill_positive));
+    return fp_bf16_bits_to_f32(
+        fp_uniform_bf16_bits(t->seed, t->stream, (uint64_t)index, d->fill_scale, d->fill_positive));
   case FP_U32:
   case FP_I32:
     return (double)fp_philox_word(t->seed, (uint64_t)index, t->stream, FP_PHILOX_DOMAIN_FILL);

@@ -60,7 +60,7 @@ extern const fp_op fp_op_pointwise_chain, fp_op_bias_gelu, fp_op_bias_dropout_ad
 extern const fp_op fp_op_softmax, fp_op_double_softmax, fp_op_softmax_backward, fp_op_layernorm,
     fp_op_norm_chain;
 extern const fp_op fp_op_hreduce_pointwise, fp_op_hreduce_reduce;
-extern const fp_op fp_op_matmul_add, fp_op_matmul_relu, fp_op_matmul_add_relu,
-    fp_op_matmul_matmul, fp_op_matmul_split_act, fp_op_linear_geglu;
+extern const fp_op fp_op_matmul_add, fp_op_matmul_relu, fp_op_matmul_add_relu, fp_op_matmul_matmul,
+    fp_op_matmul_split_act, fp_op_linear_geglu;
 
 #endif

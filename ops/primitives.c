@@ -123,15 +123,21 @@ static fp_status prim_kernel(fp_recipe *rc, const char *what, fp_kernel_id f32, 
 fp_status fp_prim_unary(fp_recipe *rc, int op, float alpha, float beta, fp_view out, fp_view a) {
   const fp_view views[] = {out, a};
   fp_kernel_id id = FPK_COUNT;
-  TRY(prim_kernel(rc, "prim_unary", FPK_prim_unary, FPK_prim_unary_f16, FPK_prim_unary_bf16,
-                  views, 2, &id));
+  TRY(prim_kernel(rc, "prim_unary", FPK_prim_unary, FPK_prim_unary_f16, FPK_prim_unary_bf16, views,
+                  2, &id));
   fp_arg args[] = {fp_arg_tensor(out.buf, out.dtype),
                    fp_arg_tensor(a.buf, a.dtype),
                    fp_arg_i32(op),
                    fp_arg_f32(alpha),
-                   fp_arg_f32(beta),    fp_arg_i64(a.M),   fp_arg_i64(a.N), fp_arg_i64(out.s0),
-                   fp_arg_i64(out.s1),  fp_arg_i64(a.s0),  fp_arg_i64(a.s1),
-                   fp_arg_i64(out.off), fp_arg_i64(a.off)};
+                   fp_arg_f32(beta),
+                   fp_arg_i64(a.M),
+                   fp_arg_i64(a.N),
+                   fp_arg_i64(out.s0),
+                   fp_arg_i64(out.s1),
+                   fp_arg_i64(a.s0),
+                   fp_arg_i64(a.s1),
+                   fp_arg_i64(out.off),
+                   fp_arg_i64(a.off)};
   double n = (double)a.M * (double)a.N;
   fp_ndrange nd = fp_elem_range(rc, a.M * a.N);
   return fp_rc_launch(rc, id, &nd, args, 13,
@@ -147,9 +153,17 @@ fp_status fp_prim_binary(fp_recipe *rc, int op, fp_view out, fp_view a, fp_view 
                    fp_arg_tensor(a.buf, a.dtype),
                    fp_arg_tensor(b.buf, b.dtype),
                    fp_arg_i32(op),
-                   fp_arg_i64(a.M),     fp_arg_i64(a.N),   fp_arg_i64(out.s0), fp_arg_i64(out.s1),
-                   fp_arg_i64(a.s0),    fp_arg_i64(a.s1),  fp_arg_i64(b.s0),   fp_arg_i64(b.s1),
-                   fp_arg_i64(out.off), fp_arg_i64(a.off), fp_arg_i64(b.off)};
+                   fp_arg_i64(a.M),
+                   fp_arg_i64(a.N),
+                   fp_arg_i64(out.s0),
+                   fp_arg_i64(out.s1),
+                   fp_arg_i64(a.s0),
+                   fp_arg_i64(a.s1),
+                   fp_arg_i64(b.s0),
+                   fp_arg_i64(b.s1),
+                   fp_arg_i64(out.off),
+                   fp_arg_i64(a.off),
+                   fp_arg_i64(b.off)};
   fp_ndrange nd = fp_elem_range(rc, a.M * a.N);
   return fp_rc_launch(
       rc, id, &nd, args, 15,
@@ -160,8 +174,8 @@ fp_status fp_prim_pad_rows(fp_recipe *rc, fp_dtype dtype, fp_buffer *out, fp_buf
                            int64_t rows, int64_t cols, int64_t ld_out) {
   fp_kernel_id id = dtype == FP_F16 ? FPK_prim_pad_rows_f16 : FPK_prim_pad_rows_bf16;
   if (dtype != FP_F16 && dtype != FP_BF16) {
-    fp_status st = fp_error(FP_ERR_INVALID_ARGUMENT, "prim_pad_rows: no build for %s",
-                            fp_dtype_name(dtype));
+    fp_status st =
+        fp_error(FP_ERR_INVALID_ARGUMENT, "prim_pad_rows: no build for %s", fp_dtype_name(dtype));
     if (rc->status == FP_OK)
       rc->status = st;
     return st;
@@ -170,8 +184,9 @@ fp_status fp_prim_pad_rows(fp_recipe *rc, fp_dtype dtype, fp_buffer *out, fp_buf
                    fp_arg_i64(cols), fp_arg_i64(ld_out)};
   fp_ndrange nd = fp_elem_range(rc, rows * ld_out);
   const uint64_t size = fp_dtype_size(dtype);
-  return fp_rc_launch(rc, id, &nd, args, 5,
-                      fp_kcost(size * (uint64_t)(rows * cols), size * (uint64_t)(rows * ld_out), 0));
+  return fp_rc_launch(
+      rc, id, &nd, args, 5,
+      fp_kcost(size * (uint64_t)(rows * cols), size * (uint64_t)(rows * ld_out), 0));
 }
 
 fp_status fp_prim_reduce_rows(fp_recipe *rc, int op, fp_buffer *out, fp_view a) {

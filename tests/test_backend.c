@@ -444,8 +444,8 @@ static void test_typed_arguments(void **state) {
   FP_ASSERT_OK(fp_buffer_alloc(CTX, 4096, &buf));
   fp_ndrange nd = fp_ndrange_1d(1, 32);
   /* fill_uniform_f16 wants an f16 buffer */
-  fp_arg args[] = {fp_arg_buf(buf), fp_arg_i64(16), fp_arg_i64(1), fp_arg_i32(0),
-                   fp_arg_f32(1.0f), fp_arg_i32(0)};
+  fp_arg args[] = {fp_arg_buf(buf), fp_arg_i64(16),   fp_arg_i64(1),
+                   fp_arg_i32(0),   fp_arg_f32(1.0f), fp_arg_i32(0)};
   FP_ASSERT_ERR(fp_launch(CTX, FPK_fill_uniform_f16, &nd, args, 6), FP_ERR_INVALID_ARGUMENT,
                 "f16 buffer");
   args[0] = fp_arg_tensor(buf, FP_F16);

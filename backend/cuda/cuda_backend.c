@@ -60,7 +60,7 @@ typedef struct cuda_state {
   int max_grid_dim[3];
   int cc_minor;
   int gemm_force_path; /* FUSEPORT_CUDA_GEMM_PATH: fp_gemm_path, -1 auto */
-  fp_cuda_blas *blas; /* cuBLAS and cuBLASLt, created on first use (cuda_blas.c) */
+  fp_cuda_blas *blas;  /* cuBLAS and cuBLASLt, created on first use (cuda_blas.c) */
 } cuda_state;
 
 static double now_ms(void) {
@@ -685,9 +685,9 @@ static bool elem_operands(fp_kernel_id id, const fp_karg *args, int nargs, int64
                           fp_elem_operand operands[4], int *count, bool *training) {
   *training = false;
   for (int a = 0; a < nargs && a < 4; ++a)
-    operands[a].address =
-        fp_arg_kind_is_buffer(args[a].kind) ? (uint64_t)(uintptr_t)args[a].v.handle
-                                            : 1u; /* misaligned */
+    operands[a].address = fp_arg_kind_is_buffer(args[a].kind)
+                              ? (uint64_t)(uintptr_t)args[a].v.handle
+                              : 1u; /* misaligned */
   switch (id) {
   case FPK_pointwise_chain_fused: /* (out, x, n): [1, n] */
     if (nargs != 3 || args[2].kind != FP_ARG_I64)
@@ -1044,8 +1044,8 @@ static fp_status cuda_library_prepare(fp_context *ctx, fp_dtype dtype, double *c
   return fp_cuda_blas_prepare(ctx, &s->blas, s->stream, compile_ms);
 }
 
-static fp_status cuda_library_gemm(fp_context *ctx, const fp_lib_gemm *g, void *a, void *b,
-                                   void *c, void *d, void *bias, void *ws, uint64_t ws_bytes) {
+static fp_status cuda_library_gemm(fp_context *ctx, const fp_lib_gemm *g, void *a, void *b, void *c,
+                                   void *d, void *bias, void *ws, uint64_t ws_bytes) {
   cuda_state *s = state_of(ctx);
   double ms = 0.0;
   fp_status st = cuda_library_prepare(ctx, g->dtype, &ms);

@@ -47,7 +47,7 @@ static double now_ms(void) {
 }
 
 static fp_status blas_fail(fp_context *ctx, cublasStatus_t st, const char *call) {
-  fp_status status = st == CUBLAS_STATUS_ALLOC_FAILED  ? FP_ERR_OUT_OF_MEMORY
+  fp_status status = st == CUBLAS_STATUS_ALLOC_FAILED    ? FP_ERR_OUT_OF_MEMORY
                      : st == CUBLAS_STATUS_NOT_SUPPORTED ? FP_ERR_UNSUPPORTED
                                                          : FP_ERR_BACKEND;
   return fp_ctx_error(ctx, status, "%s failed: %s (%s, %d)", call, cublasGetStatusString(st),
@@ -55,7 +55,7 @@ static fp_status blas_fail(fp_context *ctx, cublasStatus_t st, const char *call)
 }
 
 static fp_status lt_fail(fp_context *ctx, cublasStatus_t st, const char *call) {
-  fp_status status = st == CUBLAS_STATUS_ALLOC_FAILED  ? FP_ERR_OUT_OF_MEMORY
+  fp_status status = st == CUBLAS_STATUS_ALLOC_FAILED    ? FP_ERR_OUT_OF_MEMORY
                      : st == CUBLAS_STATUS_NOT_SUPPORTED ? FP_ERR_UNSUPPORTED
                                                          : FP_ERR_BACKEND;
   return fp_ctx_error(ctx, status, "%s failed: %s (%d)", call, cublasLtGetStatusString(st),
@@ -148,11 +148,10 @@ static fp_status gemm_blas(fp_context *ctx, fp_cuda_blas *b, const fp_lib_gemm *
     }
     return FP_OK;
   }
-  st = cublasGemmStridedBatchedEx(b->blas, ta, CUBLAS_OP_N, (int)g->N, (int)g->M, (int)g->K,
-                                  &alpha, b_ptr, t, (int)g->ldb, g->stride_b, a_ptr, t,
-                                  (int)g->lda, g->stride_a, &beta, d_ptr, t, (int)g->ldd,
-                                  g->stride_d, (int)g->batch, CUBLAS_COMPUTE_32F,
-                                  CUBLAS_GEMM_DEFAULT);
+  st = cublasGemmStridedBatchedEx(b->blas, ta, CUBLAS_OP_N, (int)g->N, (int)g->M, (int)g->K, &alpha,
+                                  b_ptr, t, (int)g->ldb, g->stride_b, a_ptr, t, (int)g->lda,
+                                  g->stride_a, &beta, d_ptr, t, (int)g->ldd, g->stride_d,
+                                  (int)g->batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS) {
     char call[160];
     snprintf(call, sizeof call, "cublasGemmStridedBatchedEx(%lld x %lld x %lld x %lld, %s)",
@@ -219,8 +218,7 @@ static fp_status lt_prepare(fp_context *ctx, fp_cuda_blas *b, const fp_lib_gemm 
   if (st == CUBLAS_STATUS_SUCCESS &&
       (g->epilogue == FP_LIB_EPI_BIAS || g->epilogue == FP_LIB_EPI_BIAS_RELU)) {
     /* the bias has the output's type (as PyTorch's addmm hands it) */
-    st = cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t,
-                                        sizeof t);
+    st = cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof t);
   }
   /* A of the column-major call is fuseport's B: [N, K] (op N) or stored
    * [K, N] column-major when B is [N, K] row-major (op T) */

@@ -36,14 +36,14 @@ typedef enum fp_gemm_path {
 } fp_gemm_path;
 
 /* Configuration flags. */
-#define FP_GEMM_CFG_PAIRED 1u  /* instantiated for the paired epilogues */
-#define FP_GEMM_CFG_SPLIT_K 2u /* supports split_k > 1 */
-#define FP_GEMM_CFG_B2B 4u     /* a gemm2 configuration: BN is the largest N it keeps on chip */
+#define FP_GEMM_CFG_PAIRED 1u   /* instantiated for the paired epilogues */
+#define FP_GEMM_CFG_SPLIT_K 2u  /* supports split_k > 1 */
+#define FP_GEMM_CFG_B2B 4u      /* a gemm2 configuration: BN is the largest N it keeps on chip */
 #define FP_GEMM_CFG_CLUSTER2 8u /* launched in clusters of 2 along M (TMA multicast of B) */
 
 /* What a GEMM asks for: gemm_<dt> (b2b false) or gemm2_<dt> (b2b true). */
 typedef struct fp_gemm_request {
-  int dtype;    /* fp_dtype: FP_F32, FP_F16, FP_BF16 */
+  int dtype; /* fp_dtype: FP_F32, FP_F16, FP_BF16 */
   int64_t M, N, K;
   int64_t P;    /* gemm2: out is [M, P] */
   int epilogue; /* FP_EPI_* (gemm) */

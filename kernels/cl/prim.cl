@@ -209,8 +209,8 @@ __kernel void fill_bits_u32(__global uint *out, long n, long seed, int stream) {
 __kernel void fill_bits_u8(__global uchar *out, long n, long seed, int stream) {
   const long step = (long)get_global_size(0);
   for (long i = (long)get_global_id(0); i < n; i += step)
-    out[i] = (uchar)(fp_philox_word((ulong)seed, (ulong)i, (uint)stream, FP_PHILOX_DOMAIN_FILL) &
-                     0xFFu);
+    out[i] =
+        (uchar)(fp_philox_word((ulong)seed, (ulong)i, (uint)stream, FP_PHILOX_DOMAIN_FILL) & 0xFFu);
 }
 
 /* The 16-bit primitives: one body per storage type (LOAD16: bits -> float,
@@ -238,7 +238,7 @@ __kernel void fill_bits_u8(__global uchar *out, long n, long seed, int stream) {
     for (long e = (long)get_global_id(0); e < M * N; e += step) {                                  \
       const long i = e / N, j = e - (e / N) * N;                                                   \
       out[i * so0 + j * so1] =                                                                     \
-          STORE16(fp_binary(op, LOAD16(a[i * sa0 + j * sa1]), LOAD16(b[i * sb0 + j * sb1])));     \
+          STORE16(fp_binary(op, LOAD16(a[i * sa0 + j * sa1]), LOAD16(b[i * sb0 + j * sb1])));      \
     }                                                                                              \
   }                                                                                                \
   __kernel void prim_pad_rows_##SUFFIX(__global ushort *out, __global const ushort *in, long rows, \

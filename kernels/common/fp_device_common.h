@@ -60,8 +60,8 @@ FP_FN float fp_bits_as_float_cuda(fp_u32 u) {
 #define FP_BITS_AS_FLOAT(x) fp_bits_as_float_cuda(x)
 #else
 #include <math.h>
-#include <string.h>
 #include <stdint.h>
+#include <string.h>
 #define FP_FN static inline
 typedef uint32_t fp_u32;
 typedef uint64_t fp_u64;
@@ -226,9 +226,9 @@ FP_FN fp_u16 fp_f32_to_f16_bits(float f) {
   if (a < 0x38800000u) { /* below 2^-14: a subnormal half (or zero) */
     if (a < 0x33000000u) /* below 2^-25: rounds to zero (2^-25 itself ties to even: 0) */
       return (fp_u16)sign;
-    fp_u32 e = a >> 23;             /* 102..112 */
+    fp_u32 e = a >> 23; /* 102..112 */
     fp_u32 m = (a & 0x7FFFFFu) | 0x800000u;
-    fp_u32 shift = 126u - e;        /* 14..24: value = m * 2^(e-150), half unit 2^-24 */
+    fp_u32 shift = 126u - e; /* 14..24: value = m * 2^(e-150), half unit 2^-24 */
     fp_u32 q = m >> shift;
     fp_u32 rest = m & ((1u << shift) - 1u);
     fp_u32 halfway = 1u << (shift - 1u);

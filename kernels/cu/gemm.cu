@@ -103,8 +103,7 @@ static cudaError_t run_plan(const fp_gemm_plan &plan, const fpgemm::Problem &p, 
   }
 }
 
-static cudaError_t run_plan2(const fp_gemm_plan &plan, const fpgemm::Problem2 &p,
-                             cudaStream_t s) {
+static cudaError_t run_plan2(const fp_gemm_plan &plan, const fpgemm::Problem2 &p, cudaStream_t s) {
   const fpgemm::Config c = config_of(plan);
   switch (plan.path) {
 #ifdef FUSEPORT_GEMM_SM90
@@ -306,8 +305,8 @@ extern "C" cudaError_t fp_cuda_gemm_launch(fp_kernel_id id, const fp_karg *args,
   }
   if (!plan.b2b_on_chip) {
     snprintf(msg, msglen,
-             "N=%lld does not fit the %s path's back-to-back tile: the recipe runs two GEMMs",
-             p.N, fp_gemm_path_name(plan.path));
+             "N=%lld does not fit the %s path's back-to-back tile: the recipe runs two GEMMs", p.N,
+             fp_gemm_path_name(plan.path));
     return cudaErrorInvalidValue;
   }
   p.ws_bytes = plan.ws_bytes;

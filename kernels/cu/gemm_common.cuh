@@ -47,9 +47,7 @@ template <> struct Storage<__half> {
 };
 template <> struct Storage<__nv_bfloat16> {
   static constexpr int kDtype = 2; /* FP_BF16 */
-  __device__ __forceinline__ static float to_float(__nv_bfloat16 v) {
-    return __bfloat162float(v);
-  }
+  __device__ __forceinline__ static float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
   __device__ __forceinline__ static __nv_bfloat16 from_float(float v) {
     return __float2bfloat16_rn(v);
   }
@@ -61,13 +59,13 @@ template <> struct Storage<__nv_bfloat16> {
 struct Problem {
   void *out;
   const void *a, *b, *bias, *add;
-  void *ws;                     /* split-K workspace (split_workspace_bytes), or nullptr */
+  void *ws; /* split-K workspace (split_workspace_bytes), or nullptr */
   unsigned long long ws_bytes;
-  long long M, N, K;            /* out is [M, N]; B has N columns, 2N when paired */
-  long long lda, ldb;           /* leading dimensions of a and b, in elements */
-  int epilogue;                 /* FP_EPI_* */
-  int trans_b;                  /* b is [N(2N), K] */
-  int dtype;                    /* FP_F32, FP_F16, FP_BF16 */
+  long long M, N, K;  /* out is [M, N]; B has N columns, 2N when paired */
+  long long lda, ldb; /* leading dimensions of a and b, in elements */
+  int epilogue;       /* FP_EPI_* */
+  int trans_b;        /* b is [N(2N), K] */
+  int dtype;          /* FP_F32, FP_F16, FP_BF16 */
 };
 
 /* The arguments of gemm2_<dt>: out[M, P] = round(a @ B)[M, N] @ d[N, P]. */
@@ -86,8 +84,8 @@ struct Problem2 {
  * the path's kernels are instantiated for the configurations of its table
  * only, and `index` says which row. */
 struct Config {
-  int path;   /* fp_gemm_path */
-  int index;  /* row of the path's configuration table */
+  int path;  /* fp_gemm_path */
+  int index; /* row of the path's configuration table */
   int bm, bn, bk, stages, threads;
   int split_k; /* 1: none; > 1: K split over that many blocks per tile */
   int cluster; /* blocks per thread-block cluster along M (1: none) */
@@ -120,10 +118,10 @@ struct Config {
 template <class T> struct EpiLinear {
   static constexpr bool kPaired = false;
   struct Params {
-    int kind;          /* FP_EPI_NONE .. FP_EPI_ADD_RELU */
-    const T *bias;     /* [N], or nullptr */
-    const T *add;      /* [M, N] row-major (leading dimension N), or nullptr */
-    long long n;       /* N */
+    int kind;      /* FP_EPI_NONE .. FP_EPI_ADD_RELU */
+    const T *bias; /* [N], or nullptr */
+    const T *add;  /* [M, N] row-major (leading dimension N), or nullptr */
+    long long n;   /* N */
   };
   __device__ __forceinline__ static float2 apply(const Params &p, long long row, long long col,
                                                  float2 acc, bool second_valid) {
@@ -227,7 +225,8 @@ __device__ __forceinline__ unsigned *split_counters(void *ws) {
 }
 __device__ __forceinline__ float *split_slice(void *ws, long long tiles, long long tile, int split,
                                               int bm, int bn) {
-  float *base = reinterpret_cast<float *>(reinterpret_cast<char *>(ws) + split_counters_bytes(tiles));
+  float *base =
+      reinterpret_cast<float *>(reinterpret_cast<char *>(ws) + split_counters_bytes(tiles));
   return base + ((long long)split * tiles + tile) * (long long)bm * bn;
 }
 

@@ -392,11 +392,10 @@ __device__ __forceinline__ void prim_unary16_run(unsigned short *out, const unsi
 }
 
 template <class S>
-__device__ __forceinline__ void prim_binary16_run(unsigned short *out, const unsigned short *a,
-                                                  const unsigned short *b, int op, long long M,
-                                                  long long N, long long so0, long long so1,
-                                                  long long sa0, long long sa1, long long sb0,
-                                                  long long sb1) {
+__device__ __forceinline__ void
+prim_binary16_run(unsigned short *out, const unsigned short *a, const unsigned short *b, int op,
+                  long long M, long long N, long long so0, long long so1, long long sa0,
+                  long long sa1, long long sb0, long long sb1) {
   /* the second operand is loaded with the first: both in flight */
   const long long span = (long long)blockDim.x * kSpanPerThread;
   const long long tiles_n = (N + span - 1) / span;
@@ -481,8 +480,7 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
     prim_pad_rows16(unsigned short *out, const unsigned short *in, long long rows, long long cols,
                     long long ld) {
   tile_walk(
-      rows, ld,
-      [&](long long i, long long j) { return j < cols ? (float)in[i * cols + j] : 0.0f; },
+      rows, ld, [&](long long i, long long j) { return j < cols ? (float)in[i * cols + j] : 0.0f; },
       [&](long long i, long long j, float x) { out[i * ld + j] = (unsigned short)x; });
 }
 
