@@ -175,6 +175,23 @@ template <class T> struct EpiGeglu {
   }
 };
 
+/* Host side: an epilogue's Params from the launch's Problem (every path's
+ * launcher fills its kernel arguments this way). */
+template <class T, class Epi> struct EpiParamsOf;
+template <class T> struct EpiParamsOf<T, EpiLinear<T>> {
+  static typename EpiLinear<T>::Params make(const Problem &p) {
+    return {p.epilogue, static_cast<const T *>(p.bias), static_cast<const T *>(p.add), p.N};
+  }
+};
+template <class T> struct EpiParamsOf<T, EpiSplitAct<T>> {
+  static typename EpiSplitAct<T>::Params make(const Problem &p) { return {p.N}; }
+};
+template <class T> struct EpiParamsOf<T, EpiGeglu<T>> {
+  static typename EpiGeglu<T>::Params make(const Problem &p) {
+    return {static_cast<const T *>(p.bias), p.N};
+  }
+};
+
 /* Stores an epilogue's pair at out[row, col] (and col + 1 when
  * second_valid), as one 2-element store where the address allows. */
 template <class T>

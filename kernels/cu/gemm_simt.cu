@@ -550,21 +550,6 @@ template <class K> cudaError_t set_smem(K kernel, int bytes) {
                               cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
-template <class Epi> struct EpiParamsOf;
-template <> struct EpiParamsOf<EpiLinear<float>> {
-  static EpiLinear<float>::Params make(const Problem &p) {
-    return {p.epilogue, static_cast<const float *>(p.bias), static_cast<const float *>(p.add), p.N};
-  }
-};
-template <> struct EpiParamsOf<EpiSplitAct<float>> {
-  static EpiSplitAct<float>::Params make(const Problem &p) { return {p.N}; }
-};
-template <> struct EpiParamsOf<EpiGeglu<float>> {
-  static EpiGeglu<float>::Params make(const Problem &p) {
-    return {static_cast<const float *>(p.bias), p.N};
-  }
-};
-
 template <class TL, bool TRANS_B, bool VEC, class Epi>
 cudaError_t launch_simt(const Problem &p, int split, cudaStream_t stream) {
   const long long tiles_m = (p.M + TL::BM - 1) / TL::BM;
@@ -587,7 +572,7 @@ cudaError_t launch_simt(const Problem &p, int split, cudaStream_t stream) {
   args.tiles_m = (int)tiles_m;
   args.tiles_n = (int)tiles_n;
   args.split_k = split;
-  args.ep = EpiParamsOf<Epi>::make(p);
+  args.ep = EpiParamsOf<float, Epi>::make(p);
   auto kernel = simt_gemm_kernel<TL, TRANS_B, VEC, Epi>;
   cudaError_t e = set_smem(kernel, TL::SMEM);
   if (e != cudaSuccess)

@@ -619,21 +619,6 @@ __global__ void __launch_bounds__(THREADS) skinny_tc_kernel(const SkArgs<T, Epi>
 
 /* ---- host side -------------------------------------------------------------------- */
 
-template <class T, class Epi> struct EpiParamsOf;
-template <class T> struct EpiParamsOf<T, EpiLinear<T>> {
-  static typename EpiLinear<T>::Params make(const Problem &p) {
-    return {p.epilogue, static_cast<const T *>(p.bias), static_cast<const T *>(p.add), p.N};
-  }
-};
-template <class T> struct EpiParamsOf<T, EpiSplitAct<T>> {
-  static typename EpiSplitAct<T>::Params make(const Problem &p) { return {p.N}; }
-};
-template <class T> struct EpiParamsOf<T, EpiGeglu<T>> {
-  static typename EpiGeglu<T>::Params make(const Problem &p) {
-    return {static_cast<const T *>(p.bias), p.N};
-  }
-};
-
 inline bool al16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 template <class K> cudaError_t set_smem(K kernel, int bytes) {

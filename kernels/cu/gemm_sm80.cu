@@ -781,21 +781,6 @@ template <class K> cudaError_t set_smem(K kernel, int bytes) {
                               cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
-template <class T, class Epi> struct EpiParamsOf;
-template <class T> struct EpiParamsOf<T, EpiLinear<T>> {
-  static typename EpiLinear<T>::Params make(const Problem &p) {
-    return {p.epilogue, static_cast<const T *>(p.bias), static_cast<const T *>(p.add), p.N};
-  }
-};
-template <class T> struct EpiParamsOf<T, EpiSplitAct<T>> {
-  static typename EpiSplitAct<T>::Params make(const Problem &p) { return {p.N}; }
-};
-template <class T> struct EpiParamsOf<T, EpiGeglu<T>> {
-  static typename EpiGeglu<T>::Params make(const Problem &p) {
-    return {static_cast<const T *>(p.bias), p.N};
-  }
-};
-
 template <class T, class TL, bool TRANS_B, class Epi>
 cudaError_t launch_gemm(const Problem &p, int split, cudaStream_t stream) {
   const long long tiles_m = (p.M + TL::BM - 1) / TL::BM;
