@@ -175,6 +175,15 @@ template <class T> struct EpiGeglu {
   }
 };
 
+/* Host side: a kernel's dynamic shared memory beyond the default 48 KiB
+ * must be opted into before its launch. */
+template <class K> cudaError_t set_smem(K kernel, int bytes) {
+  if (bytes <= 48 * 1024)
+    return cudaSuccess;
+  return cudaFuncSetAttribute(reinterpret_cast<const void *>(kernel),
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
 /* Host side: an epilogue's Params from the launch's Problem (every path's
  * launcher fills its kernel arguments this way). */
 template <class T, class Epi> struct EpiParamsOf;

@@ -543,13 +543,6 @@ inline bool vec_ok(const void *p, long long ld) {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0 && ld % 4 == 0;
 }
 
-template <class K> cudaError_t set_smem(K kernel, int bytes) {
-  if (bytes <= 48 * 1024)
-    return cudaSuccess;
-  return cudaFuncSetAttribute(reinterpret_cast<const void *>(kernel),
-                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-}
-
 template <class TL, bool TRANS_B, bool VEC, class Epi>
 cudaError_t launch_simt(const Problem &p, int split, cudaStream_t stream) {
   const long long tiles_m = (p.M + TL::BM - 1) / TL::BM;

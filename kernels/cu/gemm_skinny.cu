@@ -621,13 +621,6 @@ __global__ void __launch_bounds__(THREADS) skinny_tc_kernel(const SkArgs<T, Epi>
 
 inline bool al16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-template <class K> cudaError_t set_smem(K kernel, int bytes) {
-  if (bytes <= 48 * 1024)
-    return cudaSuccess;
-  return cudaFuncSetAttribute(reinterpret_cast<const void *>(kernel),
-                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-}
-
 template <int BN, int BK, int STAGES, int THREADS, int SMEM> struct SkRow {
   /* rows of two or more stages have the tensor-core kernel (f16, bf16) */
   static constexpr bool TC = STAGES >= 2;

@@ -774,13 +774,6 @@ __global__ void __launch_bounds__(TL::THREADS, 1) sm80_gemm2_kernel(const Gemm2A
 
 inline bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-template <class K> cudaError_t set_smem(K kernel, int bytes) {
-  if (bytes <= 48 * 1024)
-    return cudaSuccess;
-  return cudaFuncSetAttribute(reinterpret_cast<const void *>(kernel),
-                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-}
-
 template <class T, class TL, bool TRANS_B, class Epi>
 cudaError_t launch_gemm(const Problem &p, int split, cudaStream_t stream) {
   const long long tiles_m = (p.M + TL::BM - 1) / TL::BM;
