@@ -137,16 +137,18 @@ static double config_cost(const cfg_row *c, int64_t M, int64_t NB, int64_t K, in
   return waves * (double)c->bm * (double)c->bn * k_share / eff;
 }
 
-/* Split K over more blocks when the tiles alone leave most SMs idle and K
- * is deep enough that each share keeps several k-steps. */
-static int choose_split(const cfg_row *c, int64_t M, int64_t NB, int64_t K, int sms) {
+/* Split K over more blocks when the tiles alone fill at most 1/idle_share
+ * of the SMs and K is deep enough that each share keeps min_ksteps k-steps
+ * (sm80 and simt: half the SMs, 4 k-steps; sm90: a quarter, 32). */
+static int choose_split(const cfg_row *c, int64_t M, int64_t NB, int64_t K, int sms, int idle_share,
+                        int min_ksteps) {
   if ((c->flags & FP_GEMM_CFG_SPLIT_K) == 0)
     return 1;
   const int64_t tiles = ceil_div(M, c->bm) * ceil_div(NB, c->bn);
-  if (tiles * 2 > sms)
+  if (tiles * idle_share > sms)
     return 1;
   int64_t s = sms / tiles;
-  const int64_t by_depth = K / (4 * (int64_t)c->bk);
+  const int64_t by_depth = K / (min_ksteps * (int64_t)c->bk);
   if (s > by_depth)
     s = by_depth;
   if (s > 16)
@@ -455,20 +457,6 @@ static double sm90_config_cost(const cfg_row *c, int64_t M, int64_t NB, int64_t 
 static double sm90_row_factor(const cfg_row *c, const fp_gemm_request *r, int64_t NB) {
   return sm90_misaligned(r, NB) && (c->flags & FP_GEMM_CFG_CLUSTER2) == 0 ? 1.33 : 1.0;
 }
-static int sm90_choose_split(const cfg_row *c, int64_t M, int64_t NB, int64_t K, int sms) {
-  if ((c->flags & FP_GEMM_CFG_SPLIT_K) == 0)
-    return 1;
-  const int64_t tiles = ceil_div(M, c->bm) * ceil_div(NB, c->bn);
-  if (tiles * 4 > sms)
-    return 1;
-  int64_t s = sms / tiles;
-  const int64_t by_depth = K / (32 * (int64_t)c->bk);
-  if (s > by_depth)
-    s = by_depth;
-  if (s > 16)
-    s = 16;
-  return s >= 2 ? (int)s : 1;
-}
 static bool sm90_row_ok(const cfg_row *c, const fp_gemm_request *r, int64_t NB, int sms,
                         bool paired) {
   if (paired != ((c->flags & FP_GEMM_CFG_PAIRED) != 0))
@@ -555,8 +543,8 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
       continue;
     const bool sm90 = path == FP_GEMM_PATH_SM90;
     const int split = r->b2b ? 1
-                      : sm90 ? sm90_choose_split(c, r->M, NB, r->K, d->sm_count)
-                             : choose_split(c, r->M, NB, r->K, d->sm_count);
+                      : sm90 ? choose_split(c, r->M, NB, r->K, d->sm_count, 4, 32)
+                             : choose_split(c, r->M, NB, r->K, d->sm_count, 2, 4);
     const double cost =
         r->b2b ? b2b_cost(c, r, d->sm_count)
         : sm90 ? sm90_config_cost(c, r->M, NB, r->K, d->sm_count, split) * sm90_row_factor(c, r, NB)

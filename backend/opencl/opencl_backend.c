@@ -665,8 +665,8 @@ static fp_status query_device(fp_context *ctx, cl_state *cl) {
 
 /* An unsigned tuning variable: `fallback` when unset or empty; false when it
  * is not a whole number in [lo, hi] (or not a power of two, if asked). */
-static bool env_u32(const char *name, uint32_t lo, uint32_t hi, bool pow2, uint32_t fallback,
-                    uint32_t *value) {
+bool ocl_env_u32(const char *name, uint32_t lo, uint32_t hi, bool pow2, uint32_t fallback,
+                 uint32_t *value) {
   *value = fallback;
   const char *text = getenv(name);
   if (text == NULL || *text == '\0')
@@ -704,10 +704,10 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
     release_state(cl);
     return fp_ctx_error(ctx, FP_ERR_OUT_OF_MEMORY, "opencl backend: host allocation failed");
   }
-  if (!env_u32("FUSEPORT_OPENCL_ROW_VEC", 1, 8, false, FP_CL_ROW_VEC, &cl->row_vec) ||
-      !env_u32("FUSEPORT_OPENCL_ROWS_MAX_GROUP", FP_CL_MIN_TEAM, 1024, true, 0,
-               &cl->rows_max_group) ||
-      !env_u32("FUSEPORT_OPENCL_STREAM_GROUP", 32, 1024, true, 0, &cl->stream_group))
+  if (!ocl_env_u32("FUSEPORT_OPENCL_ROW_VEC", 1, 8, false, FP_CL_ROW_VEC, &cl->row_vec) ||
+      !ocl_env_u32("FUSEPORT_OPENCL_ROWS_MAX_GROUP", FP_CL_MIN_TEAM, 1024, true, 0,
+                   &cl->rows_max_group) ||
+      !ocl_env_u32("FUSEPORT_OPENCL_STREAM_GROUP", 32, 1024, true, 0, &cl->stream_group))
     st = fp_ctx_error(
         ctx, FP_ERR_INVALID_ARGUMENT,
         "FUSEPORT_OPENCL_ROW_VEC must be 1..8, FUSEPORT_OPENCL_ROWS_MAX_GROUP a power "
@@ -715,15 +715,15 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
         "'%s', '%s', '%s')",
         env_or_unset("FUSEPORT_OPENCL_ROW_VEC"), env_or_unset("FUSEPORT_OPENCL_ROWS_MAX_GROUP"),
         env_or_unset("FUSEPORT_OPENCL_STREAM_GROUP"));
-  else if (!env_u32("FUSEPORT_OPENCL_ROW_LOCAL", 0, 1, false, 1, &row_local))
+  else if (!ocl_env_u32("FUSEPORT_OPENCL_ROW_LOCAL", 0, 1, false, 1, &row_local))
     st = fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                       "FUSEPORT_OPENCL_ROW_LOCAL must be 0 or 1 (got '%s')",
                       env_or_unset("FUSEPORT_OPENCL_ROW_LOCAL"));
-  else if (!env_u32("FUSEPORT_OPENCL_STREAM_BACK", 0, 1, false, 1, &stream_back))
+  else if (!ocl_env_u32("FUSEPORT_OPENCL_STREAM_BACK", 0, 1, false, 1, &stream_back))
     st = fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                       "FUSEPORT_OPENCL_STREAM_BACK must be 0 or 1 (got '%s')",
                       env_or_unset("FUSEPORT_OPENCL_STREAM_BACK"));
-  else if (!env_u32("FUSEPORT_OPENCL_PTX", 0, 2, false, 2, &cl->ptx_level))
+  else if (!ocl_env_u32("FUSEPORT_OPENCL_PTX", 0, 2, false, 2, &cl->ptx_level))
     st = fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                       "FUSEPORT_OPENCL_PTX must be 0, 1 or 2 (got '%s')",
                       env_or_unset("FUSEPORT_OPENCL_PTX"));

@@ -134,27 +134,11 @@ void ocl_gemm_destroy(ocl_gemm *g) {
   free(g);
 }
 
-/* An unsigned environment variable in [lo, hi]: `fallback` when unset or
- * empty; false when it is set to anything else. */
-static bool env_u32(const char *name, unsigned long lo, unsigned long hi, uint32_t fallback,
-                    uint32_t *value) {
-  *value = fallback;
-  const char *text = getenv(name);
-  if (text == NULL || *text == '\0')
-    return true;
-  char *end = NULL;
-  const unsigned long v = strtoul(text, &end, 10);
-  if (end == text || *end != '\0' || v < lo || v > hi)
-    return false;
-  *value = (uint32_t)v;
-  return true;
-}
-
 void ocl_gemm_build_options(const fp_device_info *info, cl_device_id device, bool nv_options,
                             char *buf, size_t cap) {
   char nv[64] = "";
   uint32_t regs = GEMM_NV_MAXRREG; /* a bad value is reported at the first launch */
-  if (!env_u32("FUSEPORT_OPENCL_GEMM_REGS", 32, 255, GEMM_NV_MAXRREG, &regs))
+  if (!ocl_env_u32("FUSEPORT_OPENCL_GEMM_REGS", 32, 255, false, GEMM_NV_MAXRREG, &regs))
     regs = GEMM_NV_MAXRREG;
   if (nv_options)
     snprintf(nv, sizeof nv, " -cl-nv-maxrregcount=%u", regs);
@@ -408,7 +392,7 @@ static fp_status plan_gemm2(fp_context *ctx, ocl_gemm *g, fp_dtype dt, const fp_
   const uint64_t blocks = ceil_div((uint64_t)M, GEMM2_BM);
   const uint64_t ptiles = ceil_div((uint64_t)P, GEMM2_BN);
   uint32_t forced = 0;
-  if (!env_u32("FUSEPORT_OPENCL_GEMM2_SPLIT", 1, 4096, 0, &forced))
+  if (!ocl_env_u32("FUSEPORT_OPENCL_GEMM2_SPLIT", 1, 4096, false, 0, &forced))
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                         "FUSEPORT_OPENCL_GEMM2_SPLIT='%s': expected 1..4096",
                         getenv("FUSEPORT_OPENCL_GEMM2_SPLIT"));
@@ -438,7 +422,7 @@ fp_status ocl_gemm_plan(fp_context *ctx, ocl_gemm *g, const ocl_gemm_env *env, f
     return fp_ctx_error(ctx, FP_ERR_INTERNAL, "opencl gemm: %s with %d arguments, expected 13",
                         fp_kernel_name(id), nargs);
   uint32_t regs;
-  if (!env_u32("FUSEPORT_OPENCL_GEMM_REGS", 32, 255, GEMM_NV_MAXRREG, &regs))
+  if (!ocl_env_u32("FUSEPORT_OPENCL_GEMM_REGS", 32, 255, false, GEMM_NV_MAXRREG, &regs))
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                         "FUSEPORT_OPENCL_GEMM_REGS='%s': expected 32..255",
                         getenv("FUSEPORT_OPENCL_GEMM_REGS"));

@@ -107,6 +107,14 @@ static FP_INLINE float4 fp_gemm_ld4(const int dt, __global const void *p, long i
   return as_float4(u << 16);
 }
 
+/* The first min(n, 4) of 4 consecutive elements, zeros after: the ragged
+ * end of a row, where a vector load would read past it. */
+static FP_INLINE float4 fp_gemm_ld_upto4(const int dt, __global const void *p, long i, long n) {
+  return (float4)(n > 0 ? fp_gemm_ld1(dt, p, i) : 0.0f, n > 1 ? fp_gemm_ld1(dt, p, i + 1) : 0.0f,
+                  n > 2 ? fp_gemm_ld1(dt, p, i + 2) : 0.0f,
+                  n > 3 ? fp_gemm_ld1(dt, p, i + 3) : 0.0f);
+}
+
 static FP_INLINE ushort fp_gemm_bits(const int dt, float v) {
   return dt == FP_DT_F16 ? fp_f32_to_f16_bits(v) : fp_f32_to_bf16_bits(v);
 }
@@ -159,10 +167,7 @@ static FP_INLINE void fp_gemm_load_kmajor(const int dt, const int NT, const int 
         if (vec && k + 4 <= K) {
           v = fp_gemm_ld4(dt, p, base);
         } else {
-          v.x = k < K ? fp_gemm_ld1(dt, p, base) : 0.0f;
-          v.y = k + 1 < K ? fp_gemm_ld1(dt, p, base + 1) : 0.0f;
-          v.z = k + 2 < K ? fp_gemm_ld1(dt, p, base + 2) : 0.0f;
-          v.w = k + 3 < K ? fp_gemm_ld1(dt, p, base + 3) : 0.0f;
+          v = fp_gemm_ld_upto4(dt, p, base, K - k);
         }
       }
     }
@@ -215,10 +220,7 @@ static FP_INLINE void fp_gemm_load_nmajor(const int dt, const int NT, const int 
         if (vec && line + 4 <= lim) {
           v = fp_gemm_ld4(dt, p, base);
         } else {
-          v.x = fp_gemm_ld1(dt, p, base);
-          v.y = line + 1 < lim ? fp_gemm_ld1(dt, p, base + 1) : 0.0f;
-          v.z = line + 2 < lim ? fp_gemm_ld1(dt, p, base + 2) : 0.0f;
-          v.w = line + 3 < lim ? fp_gemm_ld1(dt, p, base + 3) : 0.0f;
+          v = fp_gemm_ld_upto4(dt, p, base, lim - line);
         }
       }
     }
