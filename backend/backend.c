@@ -640,6 +640,7 @@ fp_lib_gemm fp_lib_gemm_plain(fp_dtype dtype, int64_t M, int64_t N, int64_t K, b
   fp_lib_gemm g;
   memset(&g, 0, sizeof g);
   g.dtype = dtype;
+  g.out_dtype = FP_DTYPE_COUNT;
   g.M = M;
   g.N = N;
   g.K = K;
@@ -674,7 +675,8 @@ static fp_status gemm_shape_check(const fp_lib_gemm *g) {
     return fp_error(FP_ERR_INVALID_ARGUMENT,
                     "library GEMM: M=%lld N=%lld K=%lld batch=%lld must all be >= 1",
                     (long long)g->M, (long long)g->N, (long long)g->K, (long long)g->batch);
-  if (operand_span(g->batch, g->stride_a, g->M, g->K, g->lda) < 0 ||
+  if (operand_span(g->batch, g->stride_a, g->trans_a ? g->K : g->M, g->trans_a ? g->M : g->K,
+                   g->lda) < 0 ||
       operand_span(g->batch, g->stride_b, g->trans_b ? g->N : g->K, g->trans_b ? g->K : g->N,
                    g->ldb) < 0 ||
       operand_span(g->batch, g->stride_d, g->M, g->N, g->ldd) < 0 ||
@@ -687,6 +689,15 @@ static fp_status gemm_shape_check(const fp_lib_gemm *g) {
                     g->trans_b ? " (B is [N, K])" : "");
   if (g->dtype != FP_F32 && g->dtype != FP_F16 && g->dtype != FP_BF16)
     return fp_error(FP_ERR_UNSUPPORTED, "library GEMM: no GEMM of element type %s",
+                    fp_dtype_name(g->dtype));
+  const fp_dtype out = fp_lib_gemm_out_dtype(g);
+  if (out != g->dtype && out != FP_F32)
+    return fp_error(FP_ERR_UNSUPPORTED,
+                    "library GEMM: %s inputs give %s or float32 outputs, not %s",
+                    fp_dtype_name(g->dtype), fp_dtype_name(g->dtype), fp_dtype_name(out));
+  if (out != g->dtype && (g->epilogue != FP_LIB_EPI_NONE || g->beta != 0.0f))
+    return fp_error(FP_ERR_UNSUPPORTED,
+                    "library GEMM: a float32 output of %s inputs takes no epilogue or beta*C",
                     fp_dtype_name(g->dtype));
   if ((unsigned)g->epilogue > FP_LIB_EPI_BIAS_RELU)
     return fp_error(FP_ERR_INVALID_ARGUMENT, "library GEMM: unknown epilogue %d", (int)g->epilogue);
@@ -725,11 +736,11 @@ uint64_t fp_library_gemm_workspace(const fp_device_info *dev, const fp_lib_gemm 
 
 /* The buffer holds the operand's span of elements of g's type. */
 static fp_status check_operand(fp_context *ctx, const fp_buffer *buf, const char *name,
-                               int64_t span, const fp_lib_gemm *g) {
+                               int64_t span, fp_dtype dtype) {
   fp_status st = check_buffer(ctx, buf, "fp_library_gemm", name);
   if (st != FP_OK)
     return st;
-  const uint64_t need = (uint64_t)span * fp_dtype_size(g->dtype);
+  const uint64_t need = (uint64_t)span * fp_dtype_size(dtype);
   if (buf->bytes < need)
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                         "fp_library_gemm: %s holds %llu bytes, the GEMM reads or writes %llu", name,
@@ -749,16 +760,20 @@ fp_status fp_library_gemm(fp_context *ctx, const fp_lib_gemm *g, fp_buffer *a, f
     return fp_ctx_error(ctx, FP_ERR_UNSUPPORTED, "the %s backend has no GEMM library",
                         backend_names[ctx->kind]);
   const int64_t rows_b = g->trans_b ? g->N : g->K, cols_b = g->trans_b ? g->K : g->N;
-  st = check_operand(ctx, a, "A", operand_span(g->batch, g->stride_a, g->M, g->K, g->lda), g);
+  const int64_t rows_a = g->trans_a ? g->K : g->M, cols_a = g->trans_a ? g->M : g->K;
+  const fp_dtype out = fp_lib_gemm_out_dtype(g);
+  st = check_operand(ctx, a, "A", operand_span(g->batch, g->stride_a, rows_a, cols_a, g->lda),
+                     g->dtype);
   if (st == FP_OK)
-    st = check_operand(ctx, b, "B", operand_span(g->batch, g->stride_b, rows_b, cols_b, g->ldb), g);
+    st = check_operand(ctx, b, "B", operand_span(g->batch, g->stride_b, rows_b, cols_b, g->ldb),
+                       g->dtype);
   if (st == FP_OK)
-    st = check_operand(ctx, d, "D", operand_span(g->batch, g->stride_d, g->M, g->N, g->ldd), g);
+    st = check_operand(ctx, d, "D", operand_span(g->batch, g->stride_d, g->M, g->N, g->ldd), out);
   if (st == FP_OK && g->beta != 0.0f)
-    st = check_operand(ctx, c, "C", operand_span(g->batch, g->stride_c, g->M, g->N, g->ldc), g);
+    st = check_operand(ctx, c, "C", operand_span(g->batch, g->stride_c, g->M, g->N, g->ldc), out);
   const bool wants_bias = g->epilogue == FP_LIB_EPI_BIAS || g->epilogue == FP_LIB_EPI_BIAS_RELU;
   if (st == FP_OK && wants_bias)
-    st = check_operand(ctx, bias, "bias", g->N, g);
+    st = check_operand(ctx, bias, "bias", g->N, out);
   if (st == FP_OK && workspace != NULL)
     st = check_buffer(ctx, workspace, "fp_library_gemm", "workspace");
   if (st != FP_OK)

@@ -311,19 +311,26 @@ typedef enum fp_lib_epilogue {
   FP_LIB_EPI_BIAS_RELU
 } fp_lib_epilogue;
 
-/* D = epilogue(alpha * A @ op(B) + beta * C), for each of `batch` problems:
- * A [M, K] (lda), B [K, N] (ldb) or, trans_b, [N, K]; C and D [M, N] (ldc,
- * ldd); all row-major, of element type `dtype` (float32 accumulation; no
- * TF32 for float32), batch item b at element offset b * stride_x. */
+/* D = epilogue(alpha * op(A) @ op(B) + beta * C), for each of `batch`
+ * problems: A [M, K] (lda) or, trans_a, [K, M]; B [K, N] (ldb) or, trans_b,
+ * [N, K]; C and D [M, N] (ldc, ldd); all row-major. A and B are of element
+ * type `dtype`, C and D of out_dtype (float32 accumulation; no TF32 for
+ * float32), batch item b at element offset b * stride_x. */
 typedef struct fp_lib_gemm {
   fp_dtype dtype;
+  fp_dtype out_dtype; /* FP_DTYPE_COUNT (fp_lib_gemm_plain's): dtype */
   int64_t M, N, K, batch;
   int64_t lda, ldb, ldc, ldd;
   int64_t stride_a, stride_b, stride_c, stride_d;
-  bool trans_b;
+  bool trans_a, trans_b;
   float alpha, beta;
   fp_lib_epilogue epilogue;
 } fp_lib_gemm;
+
+/* The element type of C and D. */
+static inline fp_dtype fp_lib_gemm_out_dtype(const fp_lib_gemm *g) {
+  return g->out_dtype == FP_DTYPE_COUNT ? g->dtype : g->out_dtype;
+}
 
 /* A plain GEMM descriptor: batch 1, contiguous leading dimensions, alpha 1,
  * beta 0, no epilogue. */

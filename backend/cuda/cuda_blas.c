@@ -133,12 +133,15 @@ static fp_status gemm_blas(fp_context *ctx, fp_cuda_blas *b, const fp_lib_gemm *
   cublasStatus_t st = cublasSetWorkspace(b->blas, ws, ws != NULL ? (size_t)ws_bytes : 0);
   if (st != CUBLAS_STATUS_SUCCESS)
     return blas_fail(ctx, st, "cublasSetWorkspace()");
-  const cudaDataType_t t = cuda_type(g->dtype);
+  const cudaDataType_t t = cuda_type(g->dtype), to = cuda_type(fp_lib_gemm_out_dtype(g));
   const float alpha = g->alpha, beta = 0.0f;
+  /* column-major: D^T = op(B)^T-side first; fuseport's A stored [K, M]
+   * (trans_a) is the column-major [M, K], transposed */
   const cublasOperation_t ta = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (g->batch == 1) {
-    st = cublasGemmEx(b->blas, ta, CUBLAS_OP_N, (int)g->N, (int)g->M, (int)g->K, &alpha, b_ptr, t,
-                      (int)g->ldb, a_ptr, t, (int)g->lda, &beta, d_ptr, t, (int)g->ldd,
+    st = cublasGemmEx(b->blas, ta, tb, (int)g->N, (int)g->M, (int)g->K, &alpha, b_ptr, t,
+                      (int)g->ldb, a_ptr, t, (int)g->lda, &beta, d_ptr, to, (int)g->ldd,
                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) {
       char call[160];
@@ -148,10 +151,10 @@ static fp_status gemm_blas(fp_context *ctx, fp_cuda_blas *b, const fp_lib_gemm *
     }
     return FP_OK;
   }
-  st = cublasGemmStridedBatchedEx(b->blas, ta, CUBLAS_OP_N, (int)g->N, (int)g->M, (int)g->K, &alpha,
-                                  b_ptr, t, (int)g->ldb, g->stride_b, a_ptr, t, (int)g->lda,
-                                  g->stride_a, &beta, d_ptr, t, (int)g->ldd, g->stride_d,
-                                  (int)g->batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  st = cublasGemmStridedBatchedEx(b->blas, ta, tb, (int)g->N, (int)g->M, (int)g->K, &alpha, b_ptr,
+                                  t, (int)g->ldb, g->stride_b, a_ptr, t, (int)g->lda, g->stride_a,
+                                  &beta, d_ptr, to, (int)g->ldd, g->stride_d, (int)g->batch,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS) {
     char call[160];
     snprintf(call, sizeof call, "cublasGemmStridedBatchedEx(%lld x %lld x %lld x %lld, %s)",
@@ -169,6 +172,7 @@ static bool same_key(const fp_lib_gemm *x, const fp_lib_gemm *y) {
          x->batch == y->batch && x->lda == y->lda && x->ldb == y->ldb && x->ldc == y->ldc &&
          x->ldd == y->ldd && x->stride_a == y->stride_a && x->stride_b == y->stride_b &&
          x->stride_c == y->stride_c && x->stride_d == y->stride_d && x->trans_b == y->trans_b &&
+         x->trans_a == y->trans_a && fp_lib_gemm_out_dtype(x) == fp_lib_gemm_out_dtype(y) &&
          (x->beta != 0.0f) == (y->beta != 0.0f) && x->epilogue == y->epilogue;
 }
 
@@ -195,7 +199,8 @@ static fp_status lt_prepare(fp_context *ctx, fp_cuda_blas *b, const fp_lib_gemm 
   if (st != CUBLAS_STATUS_SUCCESS)
     return lt_fail(ctx, st, "cublasLtMatmulDescCreate()");
   e->used = true; /* from here on entry_release frees what exists */
-  const cublasOperation_t ta = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  const cublasOperation_t ta = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
   switch (g->epilogue) {
   case FP_LIB_EPI_RELU:
@@ -226,7 +231,8 @@ static fp_status lt_prepare(fp_context *ctx, fp_cuda_blas *b, const fp_lib_gemm 
     st = layout(&e->a, t, g->trans_b ? g->K : g->N, g->trans_b ? g->N : g->K, g->ldb, g->batch,
                 g->stride_b);
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = layout(&e->b, t, g->K, g->M, g->lda, g->batch, g->stride_a);
+    st = layout(&e->b, t, g->trans_a ? g->M : g->K, g->trans_a ? g->K : g->M, g->lda, g->batch,
+                g->stride_a);
   if (st == CUBLAS_STATUS_SUCCESS)
     st = layout(&e->c, t, g->N, g->M, g->beta != 0.0f ? g->ldc : g->ldd, g->batch,
                 g->beta != 0.0f ? g->stride_c : g->stride_d);
