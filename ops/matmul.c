@@ -59,17 +59,11 @@ typedef struct mm_problem {
   int epi;       /* FP_EPI_* of the fused kernel */
 } mm_problem;
 
-/* The op by name, not by address: the benchmark runs ops through copies of
- * their descriptors (a cached reference). */
-static bool is_op(const fp_op *op, const fp_op *which) {
-  return strcmp(op->name, which->name) == 0;
-}
-
 static mm_problem mm_of(const fp_problem *p) {
   mm_problem m;
   memset(&m, 0, sizeof m);
   const fp_op *op = p->op;
-  if (is_op(op, &fp_op_matmul_matmul)) {
+  if (fp_is_op(op, &fp_op_matmul_matmul)) {
     m.kind = KIND_B2B;
     m.M = P_INT(p, B2_M);
     m.N = P_INT(p, B2_N);
@@ -87,16 +81,16 @@ static mm_problem mm_of(const fp_problem *p) {
   m.dtype = dtype_of_choice[P_INT(p, MM_DTYPE)];
   m.trans_b = P_INT(p, MM_TRANS) != 0;
   m.NB = m.N;
-  if (is_op(op, &fp_op_matmul_add) || is_op(op, &fp_op_matmul_add_relu)) {
-    const bool relu = is_op(op, &fp_op_matmul_add_relu);
+  if (fp_is_op(op, &fp_op_matmul_add) || fp_is_op(op, &fp_op_matmul_add_relu)) {
+    const bool relu = fp_is_op(op, &fp_op_matmul_add_relu);
     m.kind = relu ? KIND_ADD_RELU : KIND_ADD;
     m.full_add = P_INT(p, MM_ADD) == ADD_FULL;
     m.epi = m.full_add ? (relu ? FP_EPI_ADD_RELU : FP_EPI_ADD)
                        : (relu ? FP_EPI_BIAS_RELU : FP_EPI_BIAS);
-  } else if (is_op(op, &fp_op_matmul_relu)) {
+  } else if (fp_is_op(op, &fp_op_matmul_relu)) {
     m.kind = KIND_RELU;
     m.epi = FP_EPI_RELU;
-  } else if (is_op(op, &fp_op_matmul_split_act)) {
+  } else if (fp_is_op(op, &fp_op_matmul_split_act)) {
     m.kind = KIND_SPLIT_ACT;
     m.NB = 2 * m.N;
     m.epi = FP_EPI_SPLIT_ACT;
@@ -109,18 +103,6 @@ static mm_problem mm_of(const fp_problem *p) {
 }
 
 static uint64_t esize(const mm_problem *m) { return fp_dtype_size(m->dtype); }
-
-/* Fill scale of an operand summed over X terms: uniform values in
- * [-s, s) with s = 2^(1 - ceil(ceil(log2 X) / 2)), about 2/sqrt(X), so that
- * products stay O(1) whatever the depth (the split activation's sigmoid and
- * tanh are then not saturated, and float16 never overflows). A power of two,
- * so the fill stays exact; torch_bench.py uses the same rule. */
-static float sum_scale(int64_t X) {
-  int c = 0;
-  while (c < 62 && ((int64_t)1 << c) < X)
-    ++c;
-  return ldexpf(1.0f, 1 - (c + 1) / 2);
-}
 
 /* ---- validation and tensors ------------------------------------------------------- */
 
@@ -152,7 +134,7 @@ static void mm_describe(const fp_problem *p, fp_io_desc *io) {
     fp_tensor_2d(&io->in[1], m.kind == KIND_GEGLU ? "w" : "b", m.NB, m.K);
   else
     fp_tensor_2d(&io->in[1], m.kind == KIND_GEGLU ? "w" : "b", m.K, m.NB);
-  io->in[1].fill_scale = sum_scale(m.K);
+  io->in[1].fill_scale = fp_sum_scale(m.K);
   switch (m.kind) {
   case KIND_ADD:
   case KIND_ADD_RELU:
@@ -169,7 +151,7 @@ static void mm_describe(const fp_problem *p, fp_io_desc *io) {
   case KIND_B2B:
     io->n_in = 3;
     fp_tensor_2d(&io->in[2], "d", m.N, m.P);
-    io->in[2].fill_scale = sum_scale(m.N);
+    io->in[2].fill_scale = fp_sum_scale(m.N);
     break;
   default:
     break;
@@ -307,7 +289,7 @@ static void mm_reference(const fp_problem *p, const fp_host_tensor *in, int64_t 
  * sigmoid, tanh, their product) a few times, and matmul_matmul's second GEMM
  * sums N rounded intermediates. So rtol = 4 eps; against max|ref|, atol =
  * 4 eps + 16 * 2^-24 * sqrt(K) (+ sqrt(N) for matmul_matmul); and since the
- * fill scales keep every operand and intermediate O(1) (sum_scale), an
+ * fill scales keep every operand and intermediate O(1) (fp_sum_scale), an
  * absolute floor of 8 eps covers outputs that cancel (A@B + C near 0 in the
  * unfused chain, whose rounded product errs by eps * |A@B|, not by eps of
  * the tiny result) -- about 10x the typical error, while a wrong element
@@ -338,15 +320,6 @@ static fp_kernel_id gemm2_kernel(fp_dtype dtype) {
  * up to this N (kernels/cl/gemm.cl); the CPU's has no limit. */
 #define FP_CL_GEMM2_MAX_N 128
 
-static fp_gemm_device gemm_device_of(const fp_device_info *dev) {
-  fp_gemm_device d;
-  d.cc_major = (int)dev->cc_major;
-  d.cc_minor = (int)dev->cc_minor;
-  d.sm_count = (int)dev->compute_units;
-  d.smem_optin = dev->local_mem_optin_bytes;
-  return d;
-}
-
 /* The CUDA planner's view of a launch (the same call the backend makes). */
 static fp_status cuda_plan(fp_recipe *rc, const fp_gemm_request *req, fp_gemm_plan *plan) {
   fp_gemm_path force = FP_GEMM_PATH_AUTO;
@@ -359,7 +332,7 @@ static fp_status cuda_plan(fp_recipe *rc, const fp_gemm_request *req, fp_gemm_pl
       rc->status = st;
     return st;
   }
-  const fp_gemm_device dev = gemm_device_of(rc->dev);
+  const fp_gemm_device dev = fp_gemm_device_of(rc->dev);
   char why[256];
   if (!fp_gemm_plan_make(req, &dev, force, plan, why, sizeof why)) {
     fp_status st = fp_error(FP_ERR_UNSUPPORTED, "GEMM core on '%s': %s", rc->dev->name, why);

@@ -3,7 +3,9 @@
 #define FUSEPORT_OPS_INTERNAL_H
 
 #include <math.h>
+#include <string.h>
 
+#include "gemm_plan.h"
 #include "recipe.h"
 
 #define P_INT(p, k) fp_problem_int((p), (k))
@@ -49,6 +51,34 @@ static inline double fp_row_sum_floor(double term_scale, int64_t N) {
 
 int64_t fp_rows_param_m(const fp_problem *p);
 
+/* The op by name, not by address: the benchmark runs ops through copies of
+ * their descriptors (a cached reference). */
+static inline bool fp_is_op(const fp_op *op, const fp_op *which) {
+  return strcmp(op->name, which->name) == 0;
+}
+
+/* Fill scale of an operand summed over X terms: uniform values in
+ * [-s, s) with s = 2^(1 - ceil(ceil(log2 X) / 2)), about 2/sqrt(X), so that
+ * products stay O(1) whatever the depth (the split activation's sigmoid and
+ * tanh are then not saturated, and float16 never overflows). A power of two,
+ * so the fill stays exact; torch_bench.py uses the same rule. */
+static inline float fp_sum_scale(int64_t X) {
+  int c = 0;
+  while (c < 62 && ((int64_t)1 << c) < X)
+    ++c;
+  return ldexpf(1.0f, 1 - (c + 1) / 2);
+}
+
+/* The CUDA GEMM planner's view of a device. */
+static inline fp_gemm_device fp_gemm_device_of(const fp_device_info *dev) {
+  fp_gemm_device d;
+  d.cc_major = (int)dev->cc_major;
+  d.cc_minor = (int)dev->cc_minor;
+  d.sm_count = (int)dev->compute_units;
+  d.smem_optin = dev->local_mem_optin_bytes;
+  return d;
+}
+
 static inline uint64_t fp_tensor_desc_elems(const fp_tensor_desc *t) {
   uint64_t n = 1;
   for (int d = 0; d < t->rank; ++d)
@@ -62,5 +92,7 @@ extern const fp_op fp_op_softmax, fp_op_double_softmax, fp_op_softmax_backward, 
 extern const fp_op fp_op_hreduce_pointwise, fp_op_hreduce_reduce;
 extern const fp_op fp_op_matmul_add, fp_op_matmul_relu, fp_op_matmul_add_relu, fp_op_matmul_matmul,
     fp_op_matmul_split_act, fp_op_linear_geglu;
+extern const fp_op fp_op_quant_pack, fp_op_dequant_unpack, fp_op_relu_pack,
+    fp_op_relu_unpack_backward, fp_op_dw_from_packed;
 
 #endif

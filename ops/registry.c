@@ -5,10 +5,17 @@
 #include "ops_internal.h"
 
 static const fp_op *const registry[] = {
-    &fp_op_pointwise_chain,   &fp_op_bias_gelu,        &fp_op_bias_dropout_add, &fp_op_softmax,
-    &fp_op_double_softmax,    &fp_op_softmax_backward, &fp_op_layernorm,        &fp_op_norm_chain,
-    &fp_op_hreduce_pointwise, &fp_op_hreduce_reduce,   &fp_op_matmul_add,       &fp_op_matmul_relu,
-    &fp_op_matmul_add_relu,   &fp_op_matmul_matmul,    &fp_op_matmul_split_act, &fp_op_linear_geglu,
+    &fp_op_pointwise_chain,   &fp_op_bias_gelu,
+    &fp_op_bias_dropout_add,  &fp_op_softmax,
+    &fp_op_double_softmax,    &fp_op_softmax_backward,
+    &fp_op_layernorm,         &fp_op_norm_chain,
+    &fp_op_hreduce_pointwise, &fp_op_hreduce_reduce,
+    &fp_op_matmul_add,        &fp_op_matmul_relu,
+    &fp_op_matmul_add_relu,   &fp_op_matmul_matmul,
+    &fp_op_matmul_split_act,  &fp_op_linear_geglu,
+    &fp_op_quant_pack,        &fp_op_dequant_unpack,
+    &fp_op_relu_pack,         &fp_op_relu_unpack_backward,
+    &fp_op_dw_from_packed,
 };
 
 #define REGISTRY_SIZE ((int)(sizeof registry / sizeof registry[0]))

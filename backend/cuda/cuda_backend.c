@@ -593,6 +593,7 @@ static fp_status cuda_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *c
 typedef enum cuda_geometry {
   GEOMETRY_ELEM,
   GEOMETRY_ROWS,
+  GEOMETRY_TEAMS,
   GEOMETRY_TILE,
   GEOMETRY_UNCHECKED
 } cuda_geometry;
@@ -616,6 +617,18 @@ static cuda_geometry kernel_geometry(fp_kernel_id id) {
   case FPK_pointwise_chain_fused:
   case FPK_bias_gelu_fused:
   case FPK_bias_dropout_add_fused:
+  case FPK_relu_pack:
+  case FPK_relu_unpack_backward:
+  case FPK_cmp_group_scale:
+  case FPK_cmp_quantize:
+  case FPK_cmp_pack_codes:
+  case FPK_cmp_unpack_codes:
+  case FPK_cmp_dequantize:
+  case FPK_cmp_to_bf16:
+  case FPK_cmp_gt_zero:
+  case FPK_cmp_pack_bits:
+  case FPK_cmp_unpack_bits:
+  case FPK_cmp_mul_mask:
     return GEOMETRY_ELEM;
   case FPK_prim_reduce_rows:
   case FPK_softmax_fused:
@@ -626,6 +639,10 @@ static cuda_geometry kernel_geometry(fp_kernel_id id) {
   case FPK_hreduce_pointwise_fused:
   case FPK_hreduce_reduce_fused:
     return GEOMETRY_ROWS;
+  case FPK_quant_pack:
+  case FPK_dequant_unpack:
+  case FPK_cmp_group_reduce:
+    return GEOMETRY_TEAMS;
   case FPK_bias_dropout_add_fused_t:
     return GEOMETRY_TILE;
   default:
@@ -662,6 +679,18 @@ static fp_status check_geometry(fp_context *ctx, fp_kernel_id id, const fp_ndran
       return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                           "launch of '%s': a ROWS kernel needs a local size that is a power of "
                           "two in [32, 1024], not %u",
+                          name, L);
+    break;
+  }
+  case GEOMETRY_TEAMS: { /* the kernels' shuffles need whole warps */
+    uint32_t L = nd->local[0];
+    if (!trivial_from(nd, 1))
+      return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                          "launch of '%s': a TEAMS kernel takes a 1-D range", name);
+    if (L < 32 || L > 1024 || L % 32 != 0)
+      return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                          "launch of '%s': a TEAMS kernel needs a local size that is a multiple "
+                          "of 32 in [32, 1024], not %u",
                           name, L);
     break;
   }

@@ -83,6 +83,7 @@
 #include "opencl_gemm.h"
 
 /* The embedded programs, one per family of kernels.def. */
+#include "fp_cl_compress.h"
 #include "fp_cl_elementwise.h"
 #include "fp_cl_gemm.h"
 #include "fp_cl_horizontal.h"

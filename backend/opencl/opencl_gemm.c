@@ -19,18 +19,32 @@
  * row block split P's 128-column tiles where the row blocks alone leave the
  * device idle (fewer than 2 per compute unit), each recomputing the first
  * product, at most doubling the work (S <= 1 + P / K).
- * Both launch a 1-D grid of groups (dimension 0 allows the most groups).
+ * dw_packed (the weight gradient from packed activations) builds gemm's
+ * t, m and l configurations as dw_packed<prefix><dt> and picks one and a
+ * split of K, S: groups = tiles * S, S <= DW_MAX_SPLIT and only as far as
+ * the recipe's workspace holds the partial tiles (gemm.cl, fp_dw_body: none
+ * passed, S = 1), by the same cost model with K in it:
+ *   waves * BM * BN * (ceil(nk / S) + split overhead) / efficiency,
+ * nk the K-steps; so few output tiles over a long K (768 x 768 over 8192
+ * tokens: 36 tiles of 128 x 128) still fill the device.
+ * All launch a 1-D grid of groups (dimension 0 allows the most groups).
  *
  * Environment (diagnostics and timing):
  *   FUSEPORT_OPENCL_GEMM_TILE=t|s|m|l  force a gemm configuration (an error
  *                                      where the device lacks it)
  *   FUSEPORT_OPENCL_GEMM2_SPLIT=S      gemm2's P splits (1..4096; default:
  *                                      the rule above)
+ *   FUSEPORT_OPENCL_DW_SPLIT=S         dw_packed's K splits (1..16; an
+ *                                      error where the workspace is too
+ *                                      small for S; default: the model)
  *   FUSEPORT_OPENCL_GEMM_REGS=R        NVIDIA: the family's register cap
  *                                      (32..255, default 128)
  *
  * The library. CLBlast's C API (CLBlastSgemm, CLBlastHgemm, and their
- * StridedBatched forms for batch > 1), row-major, on the context's queue.
+ * StridedBatched forms for batch > 1), row-major, on the context's queue,
+ * A and B transposed as the descriptor says (trans_a: A stored [K, M]). C
+ * and D are of the inputs' type: a float32 output from half inputs
+ * (out_dtype) is unsupported, as is bfloat16, which CLBlast lacks.
  * The device info says it fuses no epilogue, so beta is 0 and the epilogue
  * none here (the layer checked; asserted again). CLBlast compiles one
  * program per routine and precision on first use (the plain GEMM's holds
@@ -78,6 +92,13 @@ static const gemm_config gemm_configs[GEMM_CONFIGS] = {
 #define GEMM2_BM 32
 #define GEMM2_BN 128
 #define GEMM2_MAX_N 128 /* ops/matmul.c's FP_CL_GEMM2_MAX_N */
+/* dw_packed: the configurations are gemm's, BK 16 for those it builds */
+#define DW_BK 16
+#define DW_MAX_SPLIT 16
+/* K-steps of work a split adds per output element: the partial's atomic
+ * store and, for the last group, the loads and adds of every slice (a
+ * guess that only has to keep S from being raised for a few percent) */
+#define DW_SPLIT_STEPS(S) (2.0 + 0.5 * (double)(S))
 
 /* NVIDIA's register cap for this family (FUSEPORT_OPENCL_GEMM_REGS): the
  * other families' 64 would spill the 8 x 8 accumulators of the 128 x 128
@@ -97,6 +118,7 @@ struct ocl_gemm {
   bool kernels_ready;
   gemm_kernel gemm[GEMM_DTYPES][GEMM_CONFIGS];
   gemm_kernel gemm2[GEMM_DTYPES];
+  gemm_kernel dw[GEMM_DTYPES][GEMM_CONFIGS]; /* [FP_F16] unused: dw_packed is f32 or bf16 */
   uint32_t compute_units;
   /* the library */
   bool lib_used; /* counted in clblast_contexts */
@@ -123,8 +145,10 @@ void ocl_gemm_destroy(ocl_gemm *g) {
   if (g == NULL)
     return;
   for (int d = 0; d < GEMM_DTYPES; ++d) {
-    for (int c = 0; c < GEMM_CONFIGS; ++c)
+    for (int c = 0; c < GEMM_CONFIGS; ++c) {
       release_kernel(&g->gemm[d][c]);
+      release_kernel(&g->dw[d][c]);
+    }
     release_kernel(&g->gemm2[d]);
   }
 #ifdef FUSEPORT_HAVE_CLBLAST
@@ -172,6 +196,7 @@ static fp_dtype dtype_of(fp_kernel_id id) {
     return FP_F16;
   case FPK_gemm_bf16:
   case FPK_gemm2_bf16:
+  case FPK_dw_packed_bf16:
     return FP_BF16;
   default:
     return FP_F32;
@@ -279,12 +304,25 @@ static fp_status ensure_kernels(fp_context *ctx, ocl_gemm *g, const ocl_gemm_env
     snprintf(name, sizeof name, "gemm2_%s", dtype_suffix[d]);
     if (st == FP_OK)
       st = make_kernel(ctx, env, names, name, GEMM2_WX, GEMM2_WY, items, local, &g->gemm2[d]);
+    /* dw_packed<prefix minus "gemm"><dt>: dw_packed_f32, dw_packed_l_f32, ... */
+    for (int c = 0; c < GEMM_CONFIGS && st == FP_OK && d != FP_F16; ++c) {
+      const gemm_config *cfg = &gemm_configs[c];
+      if (cfg->letter == 's') { /* few rows: gemm.cl builds no dw_packed of them */
+        snprintf(g->dw[d][c].why, sizeof g->dw[d][c].why,
+                 "dw_packed has gemm's t, m and l tiles, not s");
+        continue;
+      }
+      snprintf(name, sizeof name, "dw_packed%s%s", cfg->prefix + 4, dtype_suffix[d]);
+      st = make_kernel(ctx, env, names, name, cfg->wx, cfg->wy, items, local, &g->dw[d][c]);
+    }
   }
   free(names);
   if (st != FP_OK) /* the next launch tries again from nothing */
     for (int d = 0; d < GEMM_DTYPES; ++d) {
-      for (int c = 0; c < GEMM_CONFIGS; ++c)
+      for (int c = 0; c < GEMM_CONFIGS; ++c) {
         release_kernel(&g->gemm[d][c]);
+        release_kernel(&g->dw[d][c]);
+      }
       release_kernel(&g->gemm2[d]);
     }
   g->kernels_ready = st == FP_OK;
@@ -415,12 +453,117 @@ static fp_status plan_gemm2(fp_context *ctx, ocl_gemm *g, fp_dtype dt, const fp_
   return FP_OK;
 }
 
+/* Bytes of dw_packed's split-K workspace for S > 1 (gemm.cl, fp_dw_body;
+ * gemm_common.cuh's layout): the tiles' counters, padded to 256 bytes, and S
+ * partial tiles of bm x bn floats each. */
+static uint64_t dw_ws_bytes(uint64_t tiles, uint64_t S, uint64_t bm, uint64_t bn) {
+  return ceil_div(tiles * 4, 256) * 256 + S * tiles * bm * bn * 4;
+}
+
+/* dw_packed_<dt>(out, dy, words, scale, min, ws, K, COUT, CIN, bits, lddy):
+ * the configuration and K split of least estimated time (see the top). */
+static fp_status plan_dw(fp_context *ctx, ocl_gemm *g, fp_dtype dt, const fp_karg *args,
+                         cl_kernel *kernel, size_t global[3], size_t local[3]) {
+  const int64_t K = args[6].v.i64, COUT = args[7].v.i64, CIN = args[8].v.i64;
+  const int bits = args[9].v.i32;
+  const int64_t lddy = args[10].v.i64;
+  if (K < 1 || COUT < 1 || CIN < 1 || (bits != 1 && bits != 2 && bits != 4 && bits != 8) ||
+      lddy < COUT)
+    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                        "dw_packed_%s: K=%lld COUT=%lld CIN=%lld bits=%d lddy=%lld: K, COUT, CIN "
+                        ">= 1, bits 1, 2, 4 or 8 and lddy >= COUT",
+                        dtype_suffix[dt], (long long)K, (long long)COUT, (long long)CIN, bits,
+                        (long long)lddy);
+  /* the workspace's size decides how far K may be split */
+  uint64_t ws_bytes = 0;
+  cl_mem ws = (cl_mem)args[5].v.handle;
+  if (ws != NULL) {
+    size_t size = 0;
+    cl_int err = clGetMemObjectInfo(ws, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (err != CL_SUCCESS)
+      return cl_error(ctx, err, "clGetMemObjectInfo(CL_MEM_SIZE)", "dw_packed's workspace");
+    ws_bytes = size;
+  }
+  const int forced = forced_config();
+  if (forced == -2)
+    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                        "FUSEPORT_OPENCL_GEMM_TILE='%s': expected auto, t, s, m or l",
+                        getenv("FUSEPORT_OPENCL_GEMM_TILE"));
+  uint32_t forced_split = 0;
+  if (!ocl_env_u32("FUSEPORT_OPENCL_DW_SPLIT", 1, DW_MAX_SPLIT, false, 0, &forced_split))
+    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                        "FUSEPORT_OPENCL_DW_SPLIT='%s': expected 1..%d",
+                        getenv("FUSEPORT_OPENCL_DW_SPLIT"), DW_MAX_SPLIT);
+  const uint64_t nk = ceil_div((uint64_t)K, DW_BK);
+  int best = -1, usable = -1;
+  uint64_t best_split = 1;
+  double best_cost = 0.0;
+  for (int c = 0; c < GEMM_CONFIGS; ++c) {
+    const gemm_kernel *k = &g->dw[dt][c];
+    if (k->kernel == NULL || (forced >= 0 && c != forced))
+      continue;
+    usable = c;
+    const gemm_config *cfg = &gemm_configs[c];
+    const uint64_t bm = (uint64_t)cfg->wy * cfg->tm, bn = (uint64_t)cfg->wx * GEMM_TN;
+    const uint64_t tiles = ceil_div((uint64_t)COUT, bm) * ceil_div((uint64_t)CIN, bn);
+    const uint64_t group = (uint64_t)cfg->wx * cfg->wy;
+    const double filled =
+        (double)group / (double)(ceil_div(group, k->pref_multiple) * k->pref_multiple);
+    for (uint64_t S = 1; S <= DW_MAX_SPLIT && S <= nk; ++S) {
+      if (S > 1 && dw_ws_bytes(tiles, S, bm, bn) > ws_bytes)
+        break;
+      if (forced_split != 0 && S != forced_split)
+        continue;
+      const double steps = (double)ceil_div(nk, S) + (S > 1 ? DW_SPLIT_STEPS(S) : 0.0);
+      const double cost = (double)ceil_div(tiles * S, g->compute_units) * (double)(bm * bn) *
+                          steps / (cfg->efficiency * filled);
+      if (best < 0 || cost < best_cost) {
+        best = c;
+        best_split = S;
+        best_cost = cost;
+      }
+    }
+  }
+  if (best < 0 && usable >= 0) { /* only FUSEPORT_OPENCL_DW_SPLIT excludes every choice */
+    const int c = usable;
+    const uint64_t bm = (uint64_t)gemm_configs[c].wy * gemm_configs[c].tm;
+    const uint64_t bn = (uint64_t)gemm_configs[c].wx * GEMM_TN;
+    const uint64_t tiles = ceil_div((uint64_t)COUT, bm) * ceil_div((uint64_t)CIN, bn);
+    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                        "FUSEPORT_OPENCL_DW_SPLIT=%u: dw_packed_%s splits at most its K-steps "
+                        "(K=%lld: %llu of %d) and needs, for tiles of %llu x %llu, %llu bytes of "
+                        "workspace for that split; the launch passed %llu",
+                        forced_split, dtype_suffix[dt], (long long)K, (unsigned long long)nk, DW_BK,
+                        (unsigned long long)bm, (unsigned long long)bn,
+                        (unsigned long long)dw_ws_bytes(tiles, forced_split, bm, bn),
+                        (unsigned long long)ws_bytes);
+  }
+  if (best < 0) {
+    const int c = forced >= 0 ? forced : 2; /* the smallest: its reason */
+    return fp_ctx_error(ctx, FP_ERR_UNSUPPORTED,
+                        "dw_packed_%s on '%s': no usable tile configuration%s: %s",
+                        dtype_suffix[dt], ctx->info.name,
+                        forced >= 0 ? " (FUSEPORT_OPENCL_GEMM_TILE)" : "", g->dw[dt][c].why);
+  }
+  const gemm_config *cfg = &gemm_configs[best];
+  const uint64_t bm = (uint64_t)cfg->wy * cfg->tm, bn = (uint64_t)cfg->wx * GEMM_TN;
+  const uint64_t tiles = ceil_div((uint64_t)COUT, bm) * ceil_div((uint64_t)CIN, bn);
+  *kernel = g->dw[dt][best].kernel;
+  local[0] = cfg->wx;
+  local[1] = cfg->wy;
+  global[0] = (size_t)(tiles * best_split * cfg->wx);
+  global[1] = cfg->wy;
+  return FP_OK;
+}
+
 fp_status ocl_gemm_plan(fp_context *ctx, ocl_gemm *g, const ocl_gemm_env *env, fp_kernel_id id,
                         const fp_karg *args, int nargs, cl_kernel *kernel, cl_uint *dims,
                         size_t global[3], size_t local[3]) {
-  if (nargs != 13)
-    return fp_ctx_error(ctx, FP_ERR_INTERNAL, "opencl gemm: %s with %d arguments, expected 13",
-                        fp_kernel_name(id), nargs);
+  const bool dw = id == FPK_dw_packed_f32 || id == FPK_dw_packed_bf16;
+  const int want = dw ? 11 : 13;
+  if (nargs != want)
+    return fp_ctx_error(ctx, FP_ERR_INTERNAL, "opencl gemm: %s with %d arguments, expected %d",
+                        fp_kernel_name(id), nargs, want);
   uint32_t regs;
   if (!ocl_env_u32("FUSEPORT_OPENCL_GEMM_REGS", 32, 255, false, GEMM_NV_MAXRREG, &regs))
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
@@ -441,6 +584,9 @@ fp_status ocl_gemm_plan(fp_context *ctx, ocl_gemm *g, const ocl_gemm_env *env, f
   case FPK_gemm2_f16:
   case FPK_gemm2_bf16:
     return plan_gemm2(ctx, g, dt, args, kernel, global, local);
+  case FPK_dw_packed_f32:
+  case FPK_dw_packed_bf16:
+    return plan_dw(ctx, g, dt, args, kernel, global, local);
   default:
     return fp_ctx_error(ctx, FP_ERR_INTERNAL, "opencl gemm: %s is not a planned kernel",
                         fp_kernel_name(id));
@@ -508,18 +654,20 @@ static fp_status clblast_fail(fp_context *ctx, CLBlastStatusCode s, const char *
                  : s == CLBlastNoHalfPrecision ? FP_ERR_UNSUPPORTED
                                                : FP_ERR_BACKEND;
   return fp_ctx_error(ctx, st,
-                      "%s(%s, M=%lld N=%lld K=%lld batch=%lld lda=%lld ldb=%lld ldd=%lld%s) on "
+                      "%s(%s, M=%lld N=%lld K=%lld batch=%lld lda=%lld ldb=%lld ldd=%lld%s%s) on "
                       "'%s' failed: %s (%d)",
                       what, fp_dtype_name(lg->dtype), (long long)lg->M, (long long)lg->N,
                       (long long)lg->K, (long long)lg->batch, (long long)lg->lda,
-                      (long long)lg->ldb, (long long)lg->ldd, lg->trans_b ? ", B transposed" : "",
-                      ctx->info.name, clblast_status_name(s), (int)s);
+                      (long long)lg->ldb, (long long)lg->ldd, lg->trans_a ? ", A transposed" : "",
+                      lg->trans_b ? ", B transposed" : "", ctx->info.name, clblast_status_name(s),
+                      (int)s);
 }
 
 /* Enqueues lg on the queue (no wait). */
 static fp_status clblast_run(fp_context *ctx, const ocl_gemm_env *env, const fp_lib_gemm *lg,
                              cl_mem a, cl_mem b, cl_mem d) {
   cl_command_queue queue = env->queue;
+  const CLBlastTranspose ta = lg->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
   const CLBlastTranspose tb = lg->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
   const size_t M = (size_t)lg->M, N = (size_t)lg->N, K = (size_t)lg->K;
   const size_t lda = (size_t)lg->lda, ldb = (size_t)lg->ldb, ldd = (size_t)lg->ldd;
@@ -529,26 +677,24 @@ static fp_status clblast_run(fp_context *ctx, const ocl_gemm_env *env, const fp_
     const cl_half alpha = fp_f32_to_f16_bits(lg->alpha), zero = 0; /* half bits */
     if (lg->batch == 1) {
       what = "CLBlastHgemm";
-      s = CLBlastHgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, M, N, K, alpha, a, 0, lda, b,
-                       0, ldb, zero, d, 0, ldd, &queue, NULL);
+      s = CLBlastHgemm(CLBlastLayoutRowMajor, ta, tb, M, N, K, alpha, a, 0, lda, b, 0, ldb, zero, d,
+                       0, ldd, &queue, NULL);
     } else {
       what = "CLBlastHgemmStridedBatched";
-      s = CLBlastHgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, M, N, K, alpha,
-                                     a, 0, lda, (size_t)lg->stride_a, b, 0, ldb,
-                                     (size_t)lg->stride_b, zero, d, 0, ldd, (size_t)lg->stride_d,
-                                     (size_t)lg->batch, &queue, NULL);
+      s = CLBlastHgemmStridedBatched(CLBlastLayoutRowMajor, ta, tb, M, N, K, alpha, a, 0, lda,
+                                     (size_t)lg->stride_a, b, 0, ldb, (size_t)lg->stride_b, zero, d,
+                                     0, ldd, (size_t)lg->stride_d, (size_t)lg->batch, &queue, NULL);
     }
   } else {
     if (lg->batch == 1) {
       what = "CLBlastSgemm";
-      s = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, M, N, K, lg->alpha, a, 0, lda,
-                       b, 0, ldb, 0.0f, d, 0, ldd, &queue, NULL);
+      s = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, M, N, K, lg->alpha, a, 0, lda, b, 0, ldb,
+                       0.0f, d, 0, ldd, &queue, NULL);
     } else {
       what = "CLBlastSgemmStridedBatched";
-      s = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, M, N, K,
-                                     lg->alpha, a, 0, lda, (size_t)lg->stride_a, b, 0, ldb,
-                                     (size_t)lg->stride_b, 0.0f, d, 0, ldd, (size_t)lg->stride_d,
-                                     (size_t)lg->batch, &queue, NULL);
+      s = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, ta, tb, M, N, K, lg->alpha, a, 0, lda,
+                                     (size_t)lg->stride_a, b, 0, ldb, (size_t)lg->stride_b, 0.0f, d,
+                                     0, ldd, (size_t)lg->stride_d, (size_t)lg->batch, &queue, NULL);
     }
   }
   return s == CLBlastSuccess ? FP_OK : clblast_fail(ctx, s, what, lg);
@@ -639,6 +785,11 @@ fp_status ocl_gemm_library(fp_context *ctx, ocl_gemm *g, const ocl_gemm_env *env
   if (lg->dtype != FP_F32 && lg->dtype != FP_F16)
     return fp_ctx_error(ctx, FP_ERR_UNSUPPORTED, "CLBlast has no %s GEMM",
                         fp_dtype_name(lg->dtype));
+  const fp_dtype out = fp_lib_gemm_out_dtype(lg);
+  if (out != lg->dtype)
+    return fp_ctx_error(ctx, FP_ERR_UNSUPPORTED,
+                        "CLBlast writes a %s GEMM's output as %s, not %s (no mixed-type GEMM)",
+                        fp_dtype_name(lg->dtype), fp_dtype_name(lg->dtype), fp_dtype_name(out));
   fp_status st = prepare(ctx, g, env, lg->dtype);
   if (st != FP_OK)
     return st;

@@ -46,8 +46,10 @@ bool ocl_gemm_is_planned(fp_kernel_id id);
 /* Picks the kernel variant and the geometry of a planned kernel from its
  * arguments (checked by the layer against the signature) and the device:
  * *kernel, *dims, global[] and local[]. An error for arguments the kernel
- * cannot take (gemm2 with N > 128, leading dimensions below the row length)
- * or a device none of the variants fits. */
+ * cannot take (gemm2 with N > 128, leading dimensions below the row length,
+ * dw_packed with bits not 1, 2, 4 or 8) or a device none of the variants
+ * fits. dw_packed splits K only as far as its workspace argument holds the
+ * partial tiles (its size is read from the cl_mem; none: no split). */
 fp_status ocl_gemm_plan(fp_context *ctx, ocl_gemm *g, const ocl_gemm_env *env, fp_kernel_id id,
                         const fp_karg *args, int nargs, cl_kernel *kernel, cl_uint *dims,
                         size_t global[3], size_t local[3]);

@@ -13,6 +13,9 @@
 #define FUSEPORT_FP_DEVICE_COMMON_H
 
 #if defined(__OPENCL_VERSION__)
+#if defined(cl_khr_fp64) /* fp_div_rn, fp_quant_code: exact float steps through double */
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
 #define FP_FN static inline
 typedef uint fp_u32;
 typedef ulong fp_u64;
@@ -251,6 +254,123 @@ FP_FN fp_u16 fp_uniform_f16_bits(fp_u64 seed, fp_u32 stream, fp_u64 index, float
 FP_FN fp_u16 fp_uniform_bf16_bits(fp_u64 seed, fp_u32 stream, fp_u64 index, float scale,
                                   int positive) {
   return fp_f32_to_bf16_bits(fp_uniform_f32(seed, stream, index, scale, positive));
+}
+
+/* ---- activation compression (kernels.def, family compress) ----------------------
+ * The notebook's quantisation rule as exact IEEE float32 steps: every
+ * backend must produce the same words, so no step may be contracted into an
+ * fma (nvcc contracts across statements: hence the _rn intrinsics) and the
+ * two divisions must be correctly rounded (OpenCL's `/` may be 2.5 ulp off:
+ * there the quotient is formed in double, exact before its one rounding to
+ * float, or corrected with exact fma residuals where there is no double). */
+#define FP_QGROUP 256 /* values per quantisation group */
+
+FP_FN float fp_fmul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+FP_FN float fp_fadd_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+FP_FN float fp_fsub_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+
+/* a / b rounded to nearest even (b > 0 finite, a finite). */
+FP_FN float fp_div_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#elif defined(__OPENCL_VERSION__) && defined(cl_khr_fp64)
+  return (float)((double)a / (double)b); /* 53 >= 2*24 + 2: one rounding's result */
+#elif defined(__OPENCL_VERSION__)
+  /* Within 2.5 ulp: of the five floats around it, the one with the smallest
+   * remainder a - b*c (exact through fma for a faithful c) is the nearest;
+   * a tie would need a/b exactly halfway, impossible for b not a power of 2. */
+  float q = a / b, best = q, best_r = fabs(fma(-b, q, a));
+  float c = q;
+  for (int i = 0; i < 2; ++i) {
+    c = nextafter(c, -INFINITY);
+    float r = fabs(fma(-b, c, a));
+    if (r < best_r) {
+      best = c;
+      best_r = r;
+    }
+  }
+  c = q;
+  for (int i = 0; i < 2; ++i) {
+    c = nextafter(c, INFINITY);
+    float r = fabs(fma(-b, c, a));
+    if (r < best_r) {
+      best = c;
+      best_r = r;
+    }
+  }
+  return best;
+#else
+  return a / b;
+#endif
+}
+FP_FN float fp_recip_rn(float b) { return fp_div_rn(1.0f, b); }
+
+/* scale of a group with minimum mn and maximum mx: (mx - mn) / (2^bits - 1),
+ * 1 where the group is constant. */
+FP_FN float fp_quant_scale(float mn, float mx, int bits) {
+#if defined(__OPENCL_VERSION__)
+#pragma OPENCL FP_CONTRACT OFF
+#endif
+  float rng = fp_fsub_rn(mx, mn);
+  return rng > 0.0f ? fp_div_rn(rng, (float)((1 << bits) - 1)) : 1.0f;
+}
+
+/* q = clamp(int((x - mn) * inv + (0.5 - 1e-6)), 0, 2^bits - 1): the
+ * notebook's round-half-down (the 1e-6 keeps exact halves from rounding up
+ * at 1 and 2 bits; at 8 bits 0.5 - 1e-6 is 0.499999 in float but a sum near
+ * 255.5 rounds away from it -- the rule is these float steps, not real
+ * arithmetic). NaN codes as 0. */
+FP_FN fp_u32 fp_quant_code(float x, float mn, float inv, int bits) {
+#if defined(__OPENCL_VERSION__)
+#pragma OPENCL FP_CONTRACT OFF
+#endif
+  const float qmax = (float)((1 << bits) - 1);
+  float d = fp_fsub_rn(x, mn);
+#if defined(__OPENCL_VERSION__) && defined(cl_khr_fp64)
+  /* NVIDIA's OpenCL fuses p + c into an fma despite FP_CONTRACT OFF (3 in
+   * 4224 8-bit words differed): the product and the sum formed in double,
+   * where both are exact, and rounded once are the IEEE float results, and
+   * no compiler contracts across a conversion */
+  float p = (float)((double)d * (double)inv);
+  float qf = (float)((double)p + (double)(0.5f - 1e-6f));
+#else
+  float p = fp_fmul_rn(d, inv);
+  float qf = fp_fadd_rn(p, 0.5f - 1e-6f);
+#endif
+  /* int() truncates toward zero; qf >= 0.499999 - |rounding| here, and a
+   * clamp before the conversion keeps it defined for any input */
+  qf = qf > 0.0f ? (qf < qmax ? qf : qmax) : 0.0f;
+  return (fp_u32)qf;
+}
+
+/* x' = q * scale + min with one rounding (fma), then to bfloat16. */
+FP_FN float fp_dequant_value(fp_u32 q, float scale, float mn) {
+#if defined(__CUDA_ARCH__)
+  float v = __fmaf_rn((float)q, scale, mn);
+#elif defined(__OPENCL_VERSION__)
+  float v = fma((float)q, scale, mn);
+#else
+  float v = fmaf((float)q, scale, mn);
+#endif
+  return fp_bf16_bits_to_f32(fp_f32_to_bf16_bits(v));
 }
 
 /* ---- scalar formulas of the elementwise operators ------------------------------ */

@@ -39,28 +39,20 @@ static void store_elem(fp_dtype dtype, void *p, int64_t i, float v) {
   }
 }
 
-/* acc[M, NB] (row-major, float) = A[M, K] @ B, where B(k, j) is
- * b[j*ldb + k] (trans_b) or b[k*ldb + j]. false when the host has no memory
- * for the panels (the caller leaves its output unwritten: the check then
- * sees the poison). */
-static bool gemm_acc(fp_dtype dtype, int64_t M, int64_t NB, int64_t K, const void *a, int64_t lda,
-                     const void *b, int64_t ldb, bool trans_b, float *acc) {
-  float *bp = malloc(sizeof(float) * (size_t)(K * NB));
+/* acc[M, NB] (row-major, float) = A @ bp, A [M, K] (a[i*lda + k]) or, trans_a,
+ * stored [K, M] (a[k*lda + i]), bp a float [K, NB] panel. false when the
+ * host has no memory for A's panel. */
+static bool gemm_acc_panel(fp_dtype dtype, int64_t M, int64_t NB, int64_t K, const void *a,
+                           int64_t lda, bool trans_a, const float *bp, float *acc) {
   float *ap = malloc(sizeof(float) * (size_t)(4 * K));
-  if (bp == NULL || ap == NULL) {
-    free(bp);
-    free(ap);
+  if (ap == NULL)
     return false;
-  }
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t j = 0; j < NB; ++j)
-      bp[k * NB + j] = load_elem(dtype, b, trans_b ? j * ldb + k : k * ldb + j);
   memset(acc, 0, sizeof(float) * (size_t)(M * NB));
   for (int64_t i0 = 0; i0 < M; i0 += 4) {
     const int64_t rows = M - i0 < 4 ? M - i0 : 4;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t k = 0; k < K; ++k)
-        ap[r * K + k] = load_elem(dtype, a, (i0 + r) * lda + k);
+        ap[r * K + k] = load_elem(dtype, a, trans_a ? k * lda + i0 + r : (i0 + r) * lda + k);
     for (int64_t r = 0; r < rows; ++r) {
       float *restrict c = acc + (i0 + r) * NB;
       for (int64_t k = 0; k < K; ++k) {
@@ -71,9 +63,29 @@ static bool gemm_acc(fp_dtype dtype, int64_t M, int64_t NB, int64_t K, const voi
       }
     }
   }
-  free(bp);
   free(ap);
   return true;
+}
+
+/* The same with B(k, j) = b[j*ldb + k] (trans_b) or b[k*ldb + j]. false
+ * when the host has no memory for the panels (the caller leaves its output
+ * unwritten: the check then sees the poison). */
+static bool gemm_acc_t(fp_dtype dtype, int64_t M, int64_t NB, int64_t K, const void *a, int64_t lda,
+                       bool trans_a, const void *b, int64_t ldb, bool trans_b, float *acc) {
+  float *bp = malloc(sizeof(float) * (size_t)(K * NB));
+  if (bp == NULL)
+    return false;
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < NB; ++j)
+      bp[k * NB + j] = load_elem(dtype, b, trans_b ? j * ldb + k : k * ldb + j);
+  const bool ok = gemm_acc_panel(dtype, M, NB, K, a, lda, trans_a, bp, acc);
+  free(bp);
+  return ok;
+}
+
+static bool gemm_acc(fp_dtype dtype, int64_t M, int64_t NB, int64_t K, const void *a, int64_t lda,
+                     const void *b, int64_t ldb, bool trans_b, float *acc) {
+  return gemm_acc_t(dtype, M, NB, K, a, lda, false, b, ldb, trans_b, acc);
 }
 
 /* gemm_<dt>(out, a, b, bias, add, ws, M, N, K, lda, ldb, epilogue, trans_b) */
@@ -173,7 +185,50 @@ static void gemm2_bf16(const fp_ndrange *nd, const fp_karg *args) {
   gemm2_any(FP_BF16, args);
 }
 
+/* dw_packed_<dt>(out, dy, words, scale, min, ws, K, COUT, CIN, bits, lddy):
+ * x' dequantised into the float B panel (kernels.def, family compress's
+ * layout), then dy^T @ x'. */
+static void dw_packed_any(fp_dtype dtype, const fp_karg *args) {
+  void *out = args[0].v.handle;
+  const void *dy = args[1].v.handle;
+  const uint32_t *words = args[2].v.handle;
+  const uint16_t *scale = args[3].v.handle, *mins = args[4].v.handle;
+  const int64_t K = FP_CPU_I64(args, 6), COUT = FP_CPU_I64(args, 7), CIN = FP_CPU_I64(args, 8);
+  const int bits = FP_CPU_I32(args, 9);
+  const int64_t lddy = FP_CPU_I64(args, 10);
+  const int64_t G = (CIN + FP_QGROUP - 1) / FP_QGROUP, NW = 8 * bits, vpw = 32 / bits;
+  const uint32_t qmask = (1u << bits) - 1u;
+  float *bp = malloc(sizeof(float) * (size_t)(K * CIN));
+  float *acc = malloc(sizeof(float) * (size_t)(COUT * CIN));
+  if (bp != NULL && acc != NULL) {
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < CIN; ++n) {
+        const int64_t g = n / FP_QGROUP, v = n % FP_QGROUP;
+        const uint32_t w = words[(k * G + g) * NW + v / vpw];
+        const uint32_t q = (w >> ((v % vpw) * bits)) & qmask;
+        bp[k * CIN + n] = fp_dequant_value(q, fp_bf16_bits_to_f32(scale[k * G + g]),
+                                           fp_bf16_bits_to_f32(mins[k * G + g]));
+      }
+    if (gemm_acc_panel(FP_BF16, COUT, CIN, K, dy, lddy, true, bp, acc))
+      for (int64_t i = 0; i < COUT * CIN; ++i)
+        store_elem(dtype, out, i, acc[i]);
+  }
+  free(bp);
+  free(acc);
+}
+
+static void dw_packed_f32(const fp_ndrange *nd, const fp_karg *args) {
+  (void)nd;
+  dw_packed_any(FP_F32, args);
+}
+static void dw_packed_bf16(const fp_ndrange *nd, const fp_karg *args) {
+  (void)nd;
+  dw_packed_any(FP_BF16, args);
+}
+
 void fp_cpu_register_gemm(fp_cpu_kernel_fn table[FPK_COUNT]) {
+  table[FPK_dw_packed_f32] = dw_packed_f32;
+  table[FPK_dw_packed_bf16] = dw_packed_bf16;
   table[FPK_gemm_f32] = gemm_f32;
   table[FPK_gemm_f16] = gemm_f16;
   table[FPK_gemm_bf16] = gemm_bf16;
@@ -189,6 +244,8 @@ fp_status fp_cpu_library_gemm(fp_context *ctx, const fp_lib_gemm *g, void *a, vo
   (void)ws;
   (void)ws_bytes;
   const size_t esize = fp_dtype_size(g->dtype);
+  const fp_dtype out = fp_lib_gemm_out_dtype(g);
+  const size_t osize = fp_dtype_size(out);
   float *acc = malloc(sizeof(float) * (size_t)(g->M * g->N));
   if (acc == NULL)
     return fp_ctx_error(ctx, FP_ERR_OUT_OF_MEMORY, "cpu GEMM: no host memory for %lld x %lld",
@@ -196,22 +253,23 @@ fp_status fp_cpu_library_gemm(fp_context *ctx, const fp_lib_gemm *g, void *a, vo
   for (int64_t t = 0; t < g->batch; ++t) {
     const char *ab = (const char *)a + (size_t)(t * g->stride_a) * esize;
     const char *bb = (const char *)b + (size_t)(t * g->stride_b) * esize;
-    if (!gemm_acc(g->dtype, g->M, g->N, g->K, ab, g->lda, bb, g->ldb, g->trans_b, acc)) {
+    if (!gemm_acc_t(g->dtype, g->M, g->N, g->K, ab, g->lda, g->trans_a, bb, g->ldb, g->trans_b,
+                    acc)) {
       free(acc);
       return fp_ctx_error(ctx, FP_ERR_OUT_OF_MEMORY, "cpu GEMM: no host memory for its panels");
     }
-    char *db = (char *)d + (size_t)(t * g->stride_d) * esize;
-    const char *cb = c != NULL ? (const char *)c + (size_t)(t * g->stride_c) * esize : NULL;
+    char *db = (char *)d + (size_t)(t * g->stride_d) * osize;
+    const char *cb = c != NULL ? (const char *)c + (size_t)(t * g->stride_c) * osize : NULL;
     for (int64_t i = 0; i < g->M; ++i)
       for (int64_t j = 0; j < g->N; ++j) {
         float v = g->alpha * acc[i * g->N + j];
         if (cb != NULL)
-          v += g->beta * load_elem(g->dtype, cb, i * g->ldc + j);
+          v += g->beta * load_elem(out, cb, i * g->ldc + j);
         if (g->epilogue == FP_LIB_EPI_BIAS || g->epilogue == FP_LIB_EPI_BIAS_RELU)
-          v += load_elem(g->dtype, bias, j);
+          v += load_elem(out, bias, j);
         if (g->epilogue == FP_LIB_EPI_RELU || g->epilogue == FP_LIB_EPI_BIAS_RELU)
           v = v > 0.0f ? v : (isnan(v) ? v : 0.0f);
-        store_elem(g->dtype, db, i * g->ldd + j, v);
+        store_elem(out, db, i * g->ldd + j, v);
       }
   }
   free(acc);

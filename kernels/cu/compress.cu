@@ -1,0 +1,525 @@
+/* fuseport CUDA kernels, family compress: activation compression (the
+ * compression notebook's quant_pack / dequant_unpack on groups of 256
+ * bfloat16 values, relu with its mask packed 32 to a word) and the unfused
+ * steps that model eager PyTorch's decomposition of them (those in
+ * compress_steps.cu; the helpers both files use: compress_common.cuh).
+ * Semantics: kernels/kernels.def; scalar formulas: fp_device_common.h.
+ * Every quantisation value goes through fp_quant_scale, fp_recip_rn,
+ * fp_quant_code and fp_dequant_value, whose steps are written so that nvcc
+ * cannot contract them: the packed words match the CPU's and OpenCL's bit
+ * for bit. bfloat16 travels as its 16-bit pattern.
+ *
+ * TEAMS kernels (quant_pack, dequant_unpack, cmp_group_reduce): a team of
+ * 8 or 32 lanes per quantisation group (Team, in compress_common.cuh), grid
+ * stride over the K*G groups. A lane holds 8 consecutive values per chunk: one 16-byte
+ * access where every row start is 16-byte aligned (C % 8 == 0, base
+ * aligned), else eight 2-byte ones. Its codes of a chunk are then 8*BITS
+ * consecutive bits of the group's words, so no shared memory is needed: a
+ * lane writes its own word(s) at 4 and 8 bits, and 2 (BITS 2) or 4 (BITS 1)
+ * neighbouring lanes OR their parts together with shuffles first. The
+ * group's min and max: min.bf16x2 / max.bf16x2 on the packed values, then a
+ * butterfly of shuffles inside the team.
+ *
+ * relu_pack / relu_unpack_backward (ELEM; the mask per row, [K, CW]): a
+ * warp per tile of 1024 columns of a row, i.e. 32 mask words (a [K, C] with
+ * C % 32 == 0 is one row of K*C: the same words). Lane l holds columns
+ * 256j + 8l .. 256j + 8l + 7 of the tile's chunk j < 4 (four 16-byte
+ * accesses in flight, each coalesced over the warp), and four shuffles move
+ * the mask bytes so that lane l reads or writes mask word l of the tile
+ * (one 128-byte access per warp).
+ */
+#include "compress_common.cuh"
+
+namespace {
+
+/* groups a team of dequant_unpack has in flight: it holds only a few words
+ * per group (quant_pack's kPackUnroll: compress_common.cuh) */
+constexpr int kUnpackUnroll = 2;
+constexpr int kReluChunks = 4;                            /* 16-byte accesses per lane and tile */
+constexpr int kReluTile = kReluChunks * 32 * kLaneValues; /* values per warp and tile */
+
+/* ---- memory access ----------------------------------------------------------- */
+
+__device__ __forceinline__ void st16(unsigned short *p, uint4 v) {
+  *reinterpret_cast<uint4 *>(p) = v;
+}
+
+/* Value e (< 8) of eight bfloat16 patterns packed as a uint4 (value 2m in
+ * the low half of word m), as the 16-bit pattern and as a float. */
+__device__ __forceinline__ unsigned half_of(const uint4 &v, int e) {
+  return (word_of(v, e >> 1) >> (16 * (e & 1))) & 0xFFFFu;
+}
+__device__ __forceinline__ float value_of(const uint4 &v, int e) {
+  return fp_bf16_bits_to_f32(half_of(v, e));
+}
+
+/* The first `valid` of eight bfloat16 values one at a time (ld8_scalar's
+ * counterpart, in compress_common.cuh). */
+__device__ __forceinline__ void st8_scalar(unsigned short *p, const uint4 &v, int valid) {
+#pragma unroll
+  for (int e = 0; e < kLaneValues; ++e)
+    if (e < valid)
+      p[e] = (unsigned short)half_of(v, e);
+}
+
+/* ---- quant_pack / dequant_unpack --------------------------------------------- */
+
+template <int BITS, bool VEC, int T>
+__device__ __forceinline__ void quant_pack_run(unsigned *words, unsigned short *scale,
+                                               unsigned short *mins, const unsigned short *x,
+                                               long long K, long long C) {
+  constexpr int NW = 8 * BITS; /* words per group */
+  const long long G = (C + kGroup - 1) / kGroup;
+  const int r = Team<T>::rank();
+  const bool pair_store = aligned(words, 8);
+  team_groups<T, kPackUnroll>(
+      K * G,
+      [&](long long unit, bool active) {
+        RankValues<T> rv = {};
+        if (active)
+          rv = load_rank_values<T, VEC>(x, group_at(unit, C, G), r);
+        return rv;
+      },
+      [&](long long unit, bool active, const RankValues<T> &rv) {
+        const MinMaxBits b = team_min_max<T>(rv);
+        /* + 0.0f: a zero min or max is +0 whatever the order the team met
+         * -0 and +0 in (kernels.def: every backend stores the same bits) */
+        const float mn = __fadd_rn(fp_bf16_bits_to_f32(b.mn), 0.0f);
+        const float mx = __fadd_rn(fp_bf16_bits_to_f32(b.mx), 0.0f);
+        const float s = fp_quant_scale(mn, mx, BITS);
+        const float inv = fp_recip_rn(s);
+        unsigned *out = words + unit * NW;
+#pragma unroll
+        for (int j = 0; j < Team<T>::kChunks; ++j) {
+          /* codes of values 8Tj + 8r + e: 8*BITS consecutive bits from bit
+           * (8Tj + 8r)*BITS of the group's words, i.e. from word v*BITS/32
+           * for v = Tj + r; at 8 bits two whole words (lo, hi) */
+          const int v = T * j + r;
+          unsigned lo = 0, hi = 0;
+#pragma unroll
+          for (int e = 0; e < kLaneValues; ++e) {
+            const unsigned q = fp_quant_code(value_of(rv.v[j], e), mn, inv, BITS);
+            if constexpr (BITS == 8) {
+              if (e < 4)
+                lo |= q << (8 * e);
+              else
+                hi |= q << (8 * (e - 4));
+            } else {
+              lo |= q << (e * BITS);
+            }
+          }
+          if constexpr (BITS == 8) { /* words 2v, 2v+1 */
+            if (active) {
+              if (pair_store) {
+                *reinterpret_cast<uint2 *>(out + 2 * v) = make_uint2(lo, hi);
+              } else {
+                out[2 * v] = lo;
+                out[2 * v + 1] = hi;
+              }
+            }
+          } else if constexpr (BITS == 4) { /* word v */
+            if (active)
+              out[v] = lo;
+          } else if constexpr (BITS == 2) { /* ranks 2w, 2w+1: the halves of word v/2 */
+            unsigned w = lo << (16 * (r & 1));
+            w |= __shfl_xor_sync(kFullMask, w, 1);
+            if (active && (r & 1) == 0)
+              out[v >> 1] = w;
+          } else { /* BITS 1: ranks 4w..4w+3, the bytes of word v/4 */
+            unsigned w = lo << (8 * (r & 3));
+            w |= __shfl_xor_sync(kFullMask, w, 1);
+            w |= __shfl_xor_sync(kFullMask, w, 2);
+            if (active && (r & 3) == 0)
+              out[v >> 2] = w;
+          }
+        }
+        if (active && r == 0) {
+          scale[unit] = fp_f32_to_bf16_bits(s);
+          mins[unit] = fp_f32_to_bf16_bits(mn); /* exact: a bfloat16 value (or +inf) */
+        }
+      });
+}
+
+/* A rank's codes of a group, chunk by chunk (its 8*BITS bits of chunk j
+ * from bit 0 of lo[j], then hi[j] at 8 bits), and the group's stored scale
+ * and min. */
+template <int T> struct RankCodes {
+  unsigned lo[Team<T>::kChunks], hi[Team<T>::kChunks];
+  unsigned short scale, min;
+};
+
+template <int BITS, bool VEC, int T>
+__device__ __forceinline__ void
+dequant_unpack_run(unsigned short *out, const unsigned *words, const unsigned short *scale,
+                   const unsigned short *mins, long long K, long long C) {
+  constexpr int NW = 8 * BITS;
+  constexpr unsigned kQMax = (1u << BITS) - 1u;
+  const long long G = (C + kGroup - 1) / kGroup;
+  const int r = Team<T>::rank();
+  const bool pair_load = aligned(words, 8);
+  team_groups<T, kUnpackUnroll>(
+      K * G,
+      [&](long long unit, bool active) {
+        RankCodes<T> c = {};
+        if (!active)
+          return c;
+        const unsigned *w = words + unit * NW;
+    /* the word(s) holding chunk j's codes of this rank (see
+     * quant_pack_run); at 1 and 2 bits, 4 and 2 ranks read one word:
+     * one request */
+#pragma unroll
+        for (int j = 0; j < Team<T>::kChunks; ++j) {
+          const int v = T * j + r;
+          if constexpr (BITS == 8) {
+            if (pair_load) {
+              const uint2 p = ldro(reinterpret_cast<const uint2 *>(w + 2 * v));
+              c.lo[j] = p.x;
+              c.hi[j] = p.y;
+            } else {
+              c.lo[j] = ldro(w + 2 * v);
+              c.hi[j] = ldro(w + 2 * v + 1);
+            }
+          } else if constexpr (BITS == 4) {
+            c.lo[j] = ldro(w + v);
+          } else if constexpr (BITS == 2) {
+            c.lo[j] = ldro(w + (v >> 1)) >> (16 * (r & 1));
+          } else {
+            c.lo[j] = ldro(w + (v >> 2)) >> (8 * (r & 3));
+          }
+        }
+        c.scale = ldro(scale + unit);
+        c.min = ldro(mins + unit);
+        return c;
+      },
+      [&](long long unit, bool active, const RankCodes<T> &c) {
+        if (!active) /* no shuffles below: an idle team may leave */
+          return;
+        const float s = fp_bf16_bits_to_f32(c.scale), mn = fp_bf16_bits_to_f32(c.min);
+        const GroupAt at = group_at(unit, C, G);
+#pragma unroll
+        for (int j = 0; j < Team<T>::kChunks; ++j) {
+          uint4 o = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+          for (int m = 0; m < 4; ++m) {
+            unsigned pair = 0;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int e = 2 * m + h;
+              unsigned q;
+              if constexpr (BITS == 8)
+                q = ((e < 4 ? c.lo[j] : c.hi[j]) >> (8 * (e & 3))) & kQMax;
+              else
+                q = (c.lo[j] >> (e * BITS)) & kQMax;
+              /* a bfloat16 value in float: its pattern is the top half */
+              pair |= (FP_FLOAT_AS_BITS(fp_dequant_value(q, s, mn)) >> 16) << (16 * h);
+            }
+            set_word(o, m, pair);
+          }
+          const int col = j * Team<T>::kChunkValues + r * kLaneValues;
+          if constexpr (VEC) {
+            if (col < at.valid)
+              st16(out + at.offset + col, o);
+          } else {
+            st8_scalar(out + at.offset + col, o, at.valid - col);
+          }
+        }
+      });
+}
+
+/* ---- relu with a packed mask ------------------------------------------------------ */
+
+/* relu of a bfloat16 pattern: x where positive, NaN as it is, +0 for the
+ * rest (-0 and negatives), as kernels/cpu/compress.c writes it. */
+__device__ __forceinline__ unsigned relu_bits(unsigned h) {
+  return bf16_positive(h) || (h & 0x7FFFu) > 0x7F80u ? h : 0u;
+}
+
+/* relu_bits of both bfloat16 patterns of a word at once, as 16-bit lanes
+ * (predicates for each of the 32 values of a tile made relu_pack spill):
+ * *pos gets bf16_positive of the low half in bit 0, of the high one in bit 1.
+ * No step carries across the halves: a = |h| <= 0x7FFF, so a + 0x7F and
+ * a + 0x7FFF stay below 0x10000. */
+__device__ __forceinline__ unsigned relu_pair(unsigned w, unsigned &pos) {
+  const unsigned a = w & 0x7FFF7FFFu;
+  const unsigned nan = (a + 0x007F007Fu) & 0x80008000u;     /* |h| > 0x7F80 */
+  const unsigned nonzero = (a + 0x7FFF7FFFu) & 0x80008000u; /* |h| >= 1 */
+  const unsigned p = ~w & nonzero & ~nan & 0x80008000u;     /* sign clear, not 0, not NaN */
+  pos = (p >> 15 & 1u) | (p >> 30 & 2u);
+  return w & ((p | nan) >> 15) * 0xFFFFu; /* each half: all ones or 0 */
+}
+
+/* dy times a mask bit (masked_bits: compress_common.cuh). */
+__device__ __forceinline__ unsigned masked_bit(unsigned h, unsigned bit) {
+  return masked_bits(h, bit != 0 ? 1.0f : 0.0f);
+}
+
+/* The relu kernels see x as [rows, cols] with a mask of cw = ceil(cols/32)
+ * words per row; a tile is 1024 columns of one row, 32 mask words. The
+ * recipes' [K, C] goes as [1, K*C] where C % 32 == 0 (the same words, and
+ * no tile is cut short by a row end). Lane l holds columns t*1024 + 256j +
+ * 8l .. +7 of chunk j < 4 of its tile: four 16-byte accesses, each
+ * coalesced over the warp. VEC: cols % 8 == 0 and the bases 16-byte
+ * aligned, so every row start is, and a chunk lies all before or all past
+ * the row's end. */
+struct ReluTile {
+  long long at;   /* element offset of this lane's first column */
+  long long word; /* offset of mask word l of the tile, or -1 past the row's words */
+  int rest;       /* columns of the row from this lane's first on (<= 0: none), at most 1024 */
+};
+
+/* Grid stride over the [rows, ceil(cols/1024)] tiles, a warp per tile. */
+template <class Tile>
+__device__ __forceinline__ void relu_tiles(long long rows, long long cols, Tile tile) {
+  const WarpGrid wg = warp_grid();
+  const long long per_row = (cols + kReluTile - 1) / kReluTile, cw = (cols + 31) / 32;
+  for (long long u = wg.first; u < rows * per_row; u += wg.step) { /* uniform over the warp */
+    const long long k = RowColCursor::quotient(u, per_row), t = u - k * per_row;
+    const long long first = t * kReluTile + wg.lane * kLaneValues, rest = cols - first;
+    const long long w = t * 32 + wg.lane;
+    tile(ReluTile{k * cols + first, w < cw ? k * cw + w : -1,
+                  rest < kReluTile ? (int)rest : kReluTile},
+         wg.lane);
+  }
+}
+
+/* How many of chunk j's 8 values lie before the row's end (0..8). */
+__device__ __forceinline__ int chunk_valid(const ReluTile &tl, int j) {
+  const int r = tl.rest - j * 32 * kLaneValues;
+  return r <= 0 ? 0 : r >= kLaneValues ? kLaneValues : r;
+}
+
+/* relu of a chunk's 8 values, and their mask bits (byte). */
+__device__ __forceinline__ uint4 relu_chunk(const uint4 &v, unsigned &byte) {
+  uint4 r = make_uint4(0u, 0u, 0u, 0u);
+  byte = 0;
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    unsigned pos;
+    set_word(r, m, relu_pair(word_of(v, m), pos));
+    byte |= pos << (2 * m);
+  }
+  return r;
+}
+
+/* dy * mask bit of a chunk's 8 values (bits 0..7 of byte). */
+__device__ __forceinline__ uint4 unpack_chunk(const uint4 &v, unsigned byte) {
+  uint4 r = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    const unsigned w = word_of(v, m);
+    set_word(r, m,
+             masked_bit(w & 0xFFFFu, byte >> (2 * m) & 1u) |
+                 masked_bit(w >> 16, byte >> (2 * m + 1) & 1u) << 16);
+  }
+  return r;
+}
+
+/* VEC: all four 16-byte loads in flight, then the four chunks. Otherwise
+ * chunk by chunk, not unrolled: 8 scalar loads per chunk, which unrolled
+ * made the kernels spill. */
+template <bool VEC>
+__device__ __forceinline__ void relu_pack_tile(unsigned short *y, unsigned *mask,
+                                               const unsigned short *x, const ReluTile &tl,
+                                               int lane) {
+  const unsigned short *xl = x + tl.at;
+  unsigned short *yl = y + tl.at;
+  unsigned bytes = 0; /* byte j: the mask bits of this lane's values of chunk j */
+  if constexpr (VEC) {
+    uint4 v[kReluChunks] = {};
+#pragma unroll
+    for (int j = 0; j < kReluChunks; ++j)
+      if (j * 32 * kLaneValues < tl.rest)
+        v[j] = ld16(xl + j * 32 * kLaneValues);
+#pragma unroll
+    for (int j = 0; j < kReluChunks; ++j) {
+      unsigned byte;
+      const uint4 r = relu_chunk(v[j], byte);
+      if (j * 32 * kLaneValues < tl.rest)
+        st16(yl + j * 32 * kLaneValues, r);
+      bytes |= byte << (8 * j);
+    }
+  } else {
+#pragma unroll 1
+    for (int j = 0; j < kReluChunks; ++j) {
+      const int valid = chunk_valid(tl, j);
+      unsigned byte;
+      const uint4 r = relu_chunk(ld8_scalar(xl + j * 32 * kLaneValues, valid), byte);
+      st8_scalar(yl + j * 32 * kLaneValues, r, valid);
+      bytes |= byte << (8 * j);
+    }
+  }
+  /* Mask word l of the tile covers columns 32l..32l+31 of it: chunk l/8,
+   * lanes 4(l%8)..4(l%8)+3, whose byte l/8 of `bytes` are its bytes 0..3.
+   * Columns past the row's end were read as 0, so their bits are 0. */
+  unsigned word = 0;
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+    const unsigned t = __shfl_sync(kFullMask, bytes, 4 * (lane & 7) + b);
+    word |= ((t >> (8 * (lane >> 3))) & 0xFFu) << (8 * b);
+  }
+  if (tl.word >= 0)
+    mask[tl.word] = word;
+}
+
+/* The same tile of relu_unpack_backward: lane l reads mask word l of the
+ * tile, and the lane holding columns 8l'.. of chunk j gets its byte
+ * (l' % 4) of word 8j + l'/4 by a shuffle. */
+template <bool VEC>
+__device__ __forceinline__ void relu_unpack_tile(unsigned short *dx, const unsigned short *dy,
+                                                 const unsigned *mask, const ReluTile &tl,
+                                                 int lane) {
+  const unsigned short *dyl = dy + tl.at;
+  unsigned short *dxl = dx + tl.at;
+  const unsigned word = tl.word >= 0 ? ldro(mask + tl.word) : 0u;
+  if constexpr (VEC) {
+    uint4 v[kReluChunks] = {};
+#pragma unroll
+    for (int j = 0; j < kReluChunks; ++j)
+      if (j * 32 * kLaneValues < tl.rest)
+        v[j] = ld16(dyl + j * 32 * kLaneValues);
+#pragma unroll
+    for (int j = 0; j < kReluChunks; ++j) {
+      const unsigned byte = __shfl_sync(kFullMask, word, 8 * j + (lane >> 2)) >> (8 * (lane & 3));
+      const uint4 r = unpack_chunk(v[j], byte);
+      if (j * 32 * kLaneValues < tl.rest)
+        st16(dxl + j * 32 * kLaneValues, r);
+    }
+  } else {
+#pragma unroll 1
+    for (int j = 0; j < kReluChunks; ++j) { /* the shuffle stays uniform: j is */
+      const int valid = chunk_valid(tl, j);
+      const unsigned byte = __shfl_sync(kFullMask, word, 8 * j + (lane >> 2)) >> (8 * (lane & 3));
+      const uint4 r = unpack_chunk(ld8_scalar(dyl + j * 32 * kLaneValues, valid), byte);
+      st8_scalar(dxl + j * 32 * kLaneValues, r, valid);
+    }
+  }
+}
+
+/* The relu kernels where blocks hold partial warps (a block size that is no
+ * multiple of 32), which the tiles' shuffles cannot use: a mask word per
+ * thread, scalar accesses. Not inlined, so that this cold path does not
+ * take registers from the tiles (inlined, the kernels spilled). */
+__device__ __attribute__((noinline)) void relu_pack_words(unsigned short *y, unsigned *mask,
+                                                          const unsigned short *x, long long rows,
+                                                          long long cols) {
+  const long long cw = (cols + 31) / 32;
+  for (long long i = grid_thread_index(); i < rows * cw; i += grid_thread_count()) {
+    const long long k = RowColCursor::quotient(i, cw), c0 = 32 * (i - k * cw);
+    unsigned word = 0;
+    for (int e = 0; e < 32 && c0 + e < cols; ++e) {
+      const unsigned h = x[k * cols + c0 + e];
+      y[k * cols + c0 + e] = (unsigned short)relu_bits(h);
+      word |= bf16_positive(h) << e;
+    }
+    mask[i] = word;
+  }
+}
+__device__ __attribute__((noinline)) void relu_unpack_words(unsigned short *dx,
+                                                            const unsigned short *dy,
+                                                            const unsigned *mask, long long rows,
+                                                            long long cols) {
+  const long long cw = (cols + 31) / 32;
+  for (long long i = grid_thread_index(); i < rows * cw; i += grid_thread_count()) {
+    const long long k = RowColCursor::quotient(i, cw), c0 = 32 * (i - k * cw);
+    const unsigned word = mask[i];
+    for (int e = 0; e < 32 && c0 + e < cols; ++e) {
+      const long long at = k * cols + c0 + e;
+      dx[at] = (unsigned short)masked_bit(dy[at], word >> e & 1u);
+    }
+  }
+}
+
+} // namespace
+
+/* ---- kernels ----------------------------------------------------------------- */
+
+/* quant_pack(words, scale, min, x, K, C, bits)                         TEAMS */
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    quant_pack(unsigned *words, unsigned short *scale, unsigned short *mins,
+               const unsigned short *x, long long K, long long C, int bits) {
+  if (K <= 0 || C <= 0)
+    return;
+  /* k*C + 256g + 8l is then a multiple of 8 for every row k */
+  const bool vec = C % kLaneValues == 0 && aligned(x, 16);
+  with_team(K * ((C + kGroup - 1) / kGroup), [&](auto t) {
+    constexpr int T = decltype(t)::value;
+    with_bits(bits, [&](auto b) {
+      constexpr int BITS = decltype(b)::value;
+      if (vec)
+        quant_pack_run<BITS, true, T>(words, scale, mins, x, K, C);
+      else
+        quant_pack_run<BITS, false, T>(words, scale, mins, x, K, C);
+    });
+  });
+}
+
+/* dequant_unpack(out, words, scale, min, K, C, bits)                   TEAMS */
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    dequant_unpack(unsigned short *out, const unsigned *words, const unsigned short *scale,
+                   const unsigned short *mins, long long K, long long C, int bits) {
+  if (K <= 0 || C <= 0)
+    return;
+  const bool vec = C % kLaneValues == 0 && aligned(out, 16);
+  with_team(K * ((C + kGroup - 1) / kGroup), [&](auto t) {
+    constexpr int T = decltype(t)::value;
+    with_bits(bits, [&](auto b) {
+      constexpr int BITS = decltype(b)::value;
+      if (vec)
+        dequant_unpack_run<BITS, true, T>(out, words, scale, mins, K, C);
+      else
+        dequant_unpack_run<BITS, false, T>(out, words, scale, mins, K, C);
+    });
+  });
+}
+
+/* relu_pack(y, mask, x, K, C)                               ELEM over K*CW words */
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    relu_pack(unsigned short *y, unsigned *mask, const unsigned short *x, long long K,
+              long long C) {
+  if (K <= 0 || C <= 0)
+    return;
+  const long long rows = C % 32 == 0 ? 1 : K, cols = C % 32 == 0 ? K * C : C;
+  if ((blockDim.x & 31u) != 0) { /* partial warps (ELEM allows any block) */
+    relu_pack_words(y, mask, x, rows, cols);
+    return;
+  }
+  if (cols % kLaneValues == 0 && aligned(x, 16) && aligned(y, 16))
+    relu_tiles(rows, cols,
+               [&](const ReluTile &tl, int lane) { relu_pack_tile<true>(y, mask, x, tl, lane); });
+  else
+    relu_tiles(rows, cols,
+               [&](const ReluTile &tl, int lane) { relu_pack_tile<false>(y, mask, x, tl, lane); });
+}
+
+/* relu_unpack_backward(dx, dy, mask, K, C)                  ELEM over K*CW words */
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    relu_unpack_backward(unsigned short *dx, const unsigned short *dy, const unsigned *mask,
+                         long long K, long long C) {
+  if (K <= 0 || C <= 0)
+    return;
+  const long long rows = C % 32 == 0 ? 1 : K, cols = C % 32 == 0 ? K * C : C;
+  if ((blockDim.x & 31u) != 0) { /* partial warps */
+    relu_unpack_words(dx, dy, mask, rows, cols);
+    return;
+  }
+  if (cols % kLaneValues == 0 && aligned(dx, 16) && aligned(dy, 16))
+    relu_tiles(rows, cols, [&](const ReluTile &tl, int lane) {
+      relu_unpack_tile<true>(dx, dy, mask, tl, lane);
+    });
+  else
+    relu_tiles(rows, cols, [&](const ReluTile &tl, int lane) {
+      relu_unpack_tile<false>(dx, dy, mask, tl, lane);
+    });
+}
+
+extern "C" void fp_cuda_register_compress(const void *table[FPK_COUNT]) {
+  table[FPK_quant_pack] = reinterpret_cast<const void *>(&quant_pack);
+  table[FPK_dequant_unpack] = reinterpret_cast<const void *>(&dequant_unpack);
+  table[FPK_relu_pack] = reinterpret_cast<const void *>(&relu_pack);
+  table[FPK_relu_unpack_backward] = reinterpret_cast<const void *>(&relu_unpack_backward);
+  fp_cuda_register_compress_steps(table); /* the cmp_* steps */
+}
+
+extern "C" void fp_cuda_register_tuning_compress(fp_cuda_tuning table[FPK_COUNT]) {
+  (void)table; /* one build per kernel */
+}
