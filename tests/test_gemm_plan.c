@@ -206,6 +206,47 @@ static void test_tuning_cache(void **state) {
   remove(path);
 }
 
+/* dw_from_packed: the Hopper path where the build has it, else CUDA cores;
+ * one wave of blocks, slices of at least 32 k-blocks; the workspace fits
+ * the split; FUSEPORT_CUDA_DW_SPLIT forces the split and is checked. */
+static void test_dw_plan(void **state) {
+  (void)state;
+  char why[256];
+  fp_dw_plan p;
+  assert_true(fp_dw_plan_make(8192, 768, 768, &h100, FP_GEMM_PATH_AUTO, &p, why, sizeof why));
+  const bool sm90 = fp_gemm_has_sm90();
+  assert_int_equal(p.path, sm90 ? FP_GEMM_PATH_SM90 : FP_GEMM_PATH_SIMT);
+  assert_true(p.split_k == 1 || p.tiles * p.split_k <= 132);
+  assert_true(8192 / (p.split_k * p.bk) >= 32 || p.split_k == 1);
+  if (sm90) /* 18 tiles of 256 x 128 leave most SMs idle unsplit */
+    assert_int_equal(p.split_k, 4);
+  const uint64_t slices = (uint64_t)p.split_k * (uint64_t)p.tiles * (uint64_t)(p.bm * p.bn) * 4u;
+  if (p.split_k > 1)
+    assert_true(p.ws_bytes >= slices + (uint64_t)p.tiles * 4u);
+  else
+    assert_int_equal(p.ws_bytes, 0);
+  if (sm90) { /* 18 tiles of 256 x 128: 7 slices of 100864 */
+    assert_true(p.aligned_rows);
+    assert_true(fp_dw_plan_make(100864, 768, 768, &h100, FP_GEMM_PATH_AUTO, &p, why, sizeof why));
+    assert_int_equal(p.split_k, 7);
+  }
+  /* no sm_90: CUDA cores, any alignment; no split where the tiles fill the GPU */
+  assert_true(fp_dw_plan_make(100864, 768, 768, &a100, FP_GEMM_PATH_AUTO, &p, why, sizeof why));
+  assert_int_equal(p.path, FP_GEMM_PATH_SIMT);
+  assert_false(p.aligned_rows);
+  assert_true(fp_dw_plan_make(16384, 4096, 4096, &a100, FP_GEMM_PATH_AUTO, &p, why, sizeof why));
+  assert_int_equal(p.split_k, 1);
+  assert_int_equal(p.ws_bytes, 0);
+  assert_false(fp_dw_plan_make(8192, 768, 768, &a100, FP_GEMM_PATH_SM90, &p, why, sizeof why));
+  assert_false(fp_dw_plan_make(0, 768, 768, &h100, FP_GEMM_PATH_AUTO, &p, why, sizeof why));
+  setenv("FUSEPORT_CUDA_DW_SPLIT", "3", 1);
+  assert_true(fp_dw_plan_make(8192, 768, 768, &a100, FP_GEMM_PATH_AUTO, &p, why, sizeof why));
+  assert_int_equal(p.split_k, 3);
+  setenv("FUSEPORT_CUDA_DW_SPLIT", "3x", 1);
+  assert_false(fp_dw_plan_make(8192, 768, 768, &a100, FP_GEMM_PATH_AUTO, &p, why, sizeof why));
+  unsetenv("FUSEPORT_CUDA_DW_SPLIT");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_paths),
@@ -214,6 +255,7 @@ int main(void) {
       cmocka_unit_test(test_split_k),
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_tuning_cache),
+      cmocka_unit_test(test_dw_plan),
   };
   return cmocka_run_group_tests_name("gemm_plan", tests, NULL, NULL);
 }

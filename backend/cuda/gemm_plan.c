@@ -571,3 +571,74 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
   plan_from_row(best, best_split, r, NB, out);
   return true;
 }
+
+/* ---- dw_from_packed ---------------------------------------------------------------------- */
+
+/* The split: the most K slices that keep every block in one wave (one
+ * block an SM) and each slice at least 32 k-blocks deep, at most 16.
+ * Measured on an H100 (bits=2, 256 x 128 tiles, 2026-11-27): a second wave
+ * costs more than the idle SMs (100864 x 1024 x 1024: 324 us at 4 slices,
+ * 516 at 5), and short slices lose to their pipeline fill and the
+ * reduction (8192 x 768 x 768: 51 us at 4 slices, 59 at 7; 100864 x 768 x
+ * 768: 215 us at 7, 314 at 4). */
+static int dw_split(int64_t tiles, int64_t K, int bk, int sms) {
+  const int64_t kblocks = ceil_div(K, bk);
+  int64_t s = sms / (tiles > 0 ? tiles : 1);
+  if (s > kblocks / 32)
+    s = kblocks / 32;
+  if (s > 16)
+    s = 16;
+  return s >= 1 ? (int)s : 1;
+}
+
+bool fp_dw_plan_make(int64_t K, int64_t COUT, int64_t CIN, const fp_gemm_device *d,
+                     fp_gemm_path force, fp_dw_plan *out, char *why, size_t whylen) {
+  memset(out, 0, sizeof *out);
+  if (K < 1 || COUT < 1 || CIN < 1 || K > INT32_MAX - 1024 || COUT > INT32_MAX - 1024 ||
+      CIN > INT32_MAX - 1024) {
+    snprintf(why, whylen, "K=%lld COUT=%lld CIN=%lld: each must be in [1, 2^31 - 1024)",
+             (long long)K, (long long)COUT, (long long)CIN);
+    return false;
+  }
+  const bool sm90 =
+      fp_gemm_has_sm90() && d->cc_major == 9 && d->cc_minor == 0 && d->smem_optin >= 200u * 1024u;
+  if (force == FP_GEMM_PATH_SM90 && !sm90) {
+    snprintf(why, whylen,
+             "the sm90 path needs an sm_90 device and a build with 90 among the "
+             "CUDA architectures");
+    return false;
+  }
+  if (sm90 && (force == FP_GEMM_PATH_AUTO || force == FP_GEMM_PATH_SM90)) {
+    out->path = FP_GEMM_PATH_SM90;
+    out->bm = 256; /* a dequantised B tile feeds 256 rows: half the loader's work a FLOP */
+    out->bn = 128;
+    out->bk = 64;
+    out->stages = 4;
+    out->threads = 512; /* two producer and two consumer warpgroups */
+    out->aligned_rows = true;
+  } else {
+    out->path = FP_GEMM_PATH_SIMT;
+    out->bm = 64;
+    out->bn = 64;
+    out->bk = 16;
+    out->stages = 1;
+    out->threads = 256;
+    out->aligned_rows = false;
+  }
+  out->tiles = ceil_div(COUT, out->bm) * ceil_div(CIN, out->bn);
+  out->split_k = dw_split(out->tiles, K, out->bk, d->sm_count > 0 ? d->sm_count : 1);
+  /* FUSEPORT_CUDA_DW_SPLIT=N (1..64) forces the split, for tuning; the
+   * recipe sizes its workspace from this same call */
+  const char *forced = getenv("FUSEPORT_CUDA_DW_SPLIT");
+  if (forced != NULL && *forced != '\0') {
+    char *end = NULL;
+    const long v = strtol(forced, &end, 10);
+    if (*end != '\0' || v < 1 || v > 64) {
+      snprintf(why, whylen, "FUSEPORT_CUDA_DW_SPLIT='%s': expected an integer in [1, 64]", forced);
+      return false;
+    }
+    out->split_k = (int)v;
+  }
+  out->ws_bytes = split_ws_bytes(out->tiles, out->split_k, out->bm, out->bn);
+  return true;
+}

@@ -91,6 +91,28 @@ const char *fp_gemm_path_name(fp_gemm_path path);
 bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gemm_path force,
                        fp_gemm_plan *out, char *why, size_t whylen);
 
+/* ---- dw_from_packed: the GEMM with a dequantising B loader ---------------------------
+ * dw_packed_<dt> (kernels.def): out[COUT, CIN] = dy^T @ x', x' dequantised
+ * from packed words in the operand loader. Two paths: SM90 (TMA for dy,
+ * the producer warpgroup dequantising x' into wgmma's shared-memory layout)
+ * and SIMT (CUDA cores, any architecture). Both split K so that the few
+ * output tiles of a 768 x 768 gradient fill the GPU; the split-K workspace
+ * is gemm_common.cuh's. */
+typedef struct fp_dw_plan {
+  fp_gemm_path path; /* FP_GEMM_PATH_SM90 or FP_GEMM_PATH_SIMT */
+  int bm, bn, bk, stages, threads;
+  int split_k;
+  int64_t tiles;
+  uint64_t ws_bytes;
+  bool aligned_rows; /* dy's rows start 16-byte aligned (lddy % 8 == 0; TMA) */
+} fp_dw_plan;
+
+/* false (with why) for shapes no path runs (a dimension past 2^31) or a
+ * forced path this device or build lacks. force: AUTO, SM90, or any other
+ * path for SIMT (FUSEPORT_CUDA_GEMM_PATH=sm80 or simt). */
+bool fp_dw_plan_make(int64_t K, int64_t COUT, int64_t CIN, const fp_gemm_device *d,
+                     fp_gemm_path force, fp_dw_plan *out, char *why, size_t whylen);
+
 /* ---- the tuning cache -----------------------------------------------------------
  * Opt-in, in the spirit of Inductor's max-autotune and CLBlast's tuning
  * database: with FUSEPORT_CUDA_GEMM_TUNE=FILE, the first launch of a GEMM

@@ -9,6 +9,8 @@
  *   SM80    kernels/cu/gemm_sm80.cu   (cp.async + ldmatrix + mma.sync)
  *   SIMT    kernels/cu/gemm_simt.cu   (float32 on CUDA cores)
  *   SKINNY  kernels/cu/gemm_skinny.cu (M <= 16)
+ * and dw_packed_<dt> (dw_from_packed: the dequantising loader) on its own
+ * plan (fp_dw_plan_make): kernels/cu/gemm_dw_sm90.cu, kernels/cu/gemm_dw.cu.
  */
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +34,12 @@ cudaError_t simt_run2(const Problem2 &p, const Config &c, cudaStream_t stream);
 int simt_kernel_stubs(const void **out, int cap);
 cudaError_t skinny_run(const Problem &p, const Config &c, cudaStream_t stream);
 int skinny_kernel_stubs(const void **out, int cap);
+#ifdef FUSEPORT_GEMM_SM90
+cudaError_t sm90_dw_run(const ProblemDw &p, const fp_dw_plan &plan, cudaStream_t stream);
+int sm90_dw_stubs(const void **out, int cap);
+#endif
+cudaError_t simt_dw_run(const ProblemDw &p, const fp_dw_plan &plan, cudaStream_t stream);
+int simt_dw_stubs(const void **out, int cap);
 } // namespace fpgemm
 
 namespace {
@@ -184,11 +192,79 @@ static cudaError_t tune(const fp_gemm_request &req, const fp_gemm_device &dev, f
   return cudaSuccess;
 }
 
+/* dw_packed_<dt>(out, dy, words, scale, min, ws, K, COUT, CIN, bits, lddy) */
+static cudaError_t launch_dw(fp_kernel_id id, const fp_karg *args, int nargs,
+                             const fp_cuda_gemm_env *env, int *kernels_launched, char *msg,
+                             size_t msglen) {
+  if (nargs != 11) {
+    snprintf(msg, msglen, "%d arguments, dw_packed takes 11", nargs);
+    return cudaErrorInvalidValue;
+  }
+  fpgemm::ProblemDw p;
+  p.out = args[0].v.handle;
+  p.dy = args[1].v.handle;
+  p.words = static_cast<const uint32_t *>(args[2].v.handle);
+  p.scale = args[3].v.handle;
+  p.mins = args[4].v.handle;
+  p.ws = args[5].v.handle;
+  p.K = args[6].v.i64;
+  p.COUT = args[7].v.i64;
+  p.CIN = args[8].v.i64;
+  p.bits = args[9].v.i32;
+  p.lddy = args[10].v.i64;
+  p.dtype = id == FPK_dw_packed_bf16 ? 2 : 0;
+  if (p.bits != 1 && p.bits != 2 && p.bits != 4 && p.bits != 8) {
+    snprintf(msg, msglen, "bits=%d: 1, 2, 4 or 8", p.bits);
+    return cudaErrorInvalidValue;
+  }
+  if (p.lddy < p.COUT) {
+    snprintf(msg, msglen, "lddy %lld < COUT %lld", p.lddy, p.COUT);
+    return cudaErrorInvalidValue;
+  }
+  fp_gemm_device dev;
+  dev.cc_major = env->cc_major;
+  dev.cc_minor = env->cc_minor;
+  dev.sm_count = env->sm_count;
+  dev.smem_optin = env->smem_optin;
+  fp_dw_plan plan;
+  char why[256];
+  if (!fp_dw_plan_make(p.K, p.COUT, p.CIN, &dev, (fp_gemm_path)env->force_path, &plan, why,
+                       sizeof why)) {
+    snprintf(msg, msglen, "%s", why);
+    return cudaErrorNotSupported;
+  }
+  if (plan.ws_bytes > 0 && p.ws == nullptr) {
+    snprintf(msg, msglen, "the plan (split-K %d) needs a %llu-byte workspace, none was passed",
+             plan.split_k, (unsigned long long)plan.ws_bytes);
+    return cudaErrorInvalidValue;
+  }
+  p.ws_bytes = plan.ws_bytes;
+  if (plan.aligned_rows && (p.lddy % 8 != 0 || !aligned16(p.dy))) {
+    snprintf(msg, msglen, "lddy %lld must be a multiple of 8 elements (pad dy)", p.lddy);
+    return cudaErrorInvalidValue;
+  }
+  cudaError_t err = cudaErrorNotSupported;
+#ifdef FUSEPORT_GEMM_SM90
+  if (plan.path == FP_GEMM_PATH_SM90)
+    err = fpgemm::sm90_dw_run(p, plan, env->stream);
+#endif
+  if (plan.path == FP_GEMM_PATH_SIMT)
+    err = fpgemm::simt_dw_run(p, plan, env->stream);
+  if (err == cudaSuccess)
+    *kernels_launched = 1;
+  else
+    snprintf(msg, msglen, "dw_packed, the %s path (%dx%d tiles, split-K %d)",
+             fp_gemm_path_name(plan.path), plan.bm, plan.bn, plan.split_k);
+  return err;
+}
+
 extern "C" cudaError_t fp_cuda_gemm_launch(fp_kernel_id id, const fp_karg *args, int nargs,
                                            const fp_cuda_gemm_env *env, int *kernels_launched,
                                            char *msg, size_t msglen) {
   *kernels_launched = 0;
   msg[0] = '\0';
+  if (id == FPK_dw_packed_f32 || id == FPK_dw_packed_bf16)
+    return launch_dw(id, args, nargs, env, kernels_launched, msg, msglen);
   const bool b2b = id == FPK_gemm2_f32 || id == FPK_gemm2_f16 || id == FPK_gemm2_bf16;
   if (nargs != 13) {
     snprintf(msg, msglen, "%d arguments, the gemm kernels take 13", nargs);
@@ -362,6 +438,10 @@ extern "C" int fp_cuda_gemm_stubs(const void **out, int cap) {
   n = append_stubs(fpgemm::sm80_kernel_stubs, out, n, cap);
   n = append_stubs(fpgemm::simt_kernel_stubs, out, n, cap);
   n = append_stubs(fpgemm::skinny_kernel_stubs, out, n, cap);
+#ifdef FUSEPORT_GEMM_SM90
+  n = append_stubs(fpgemm::sm90_dw_stubs, out, n, cap);
+#endif
+  n = append_stubs(fpgemm::simt_dw_stubs, out, n, cap);
   return n;
 }
 
@@ -377,6 +457,8 @@ extern "C" void fp_cuda_register_gemm(const void *table[FPK_COUNT]) {
   table[FPK_gemm2_f32] = marker;
   table[FPK_gemm2_f16] = marker;
   table[FPK_gemm2_bf16] = marker;
+  table[FPK_dw_packed_f32] = marker;
+  table[FPK_dw_packed_bf16] = marker;
 }
 
 extern "C" void fp_cuda_register_tuning_gemm(fp_cuda_tuning table[FPK_COUNT]) { (void)table; }

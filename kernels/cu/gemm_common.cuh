@@ -80,6 +80,21 @@ struct Problem2 {
   int dtype;
 };
 
+/* The arguments of dw_packed_<dt> (kernels.def): out[COUT, CIN] =
+ * dy^T @ x', x' dequantised from packed words in the operand loader. */
+struct ProblemDw {
+  void *out;
+  const void *dy;        /* bf16 [K, COUT], leading dimension lddy */
+  const uint32_t *words; /* [K, G * 8 * bits] */
+  const void *scale;     /* bf16 [K, G] */
+  const void *mins;      /* bf16 [K, G] */
+  void *ws;              /* split-K workspace, or nullptr */
+  unsigned long long ws_bytes;
+  long long K, COUT, CIN, lddy;
+  int bits;
+  int dtype; /* of out: FP_F32 or FP_BF16 */
+};
+
 /* A tile configuration as the planner chose it (backend/cuda/gemm_plan.h):
  * the path's kernels are instantiated for the configurations of its table
  * only, and `index` says which row. */
@@ -254,6 +269,41 @@ __device__ __forceinline__ float *split_slice(void *ws, long long tiles, long lo
   float *base =
       reinterpret_cast<float *>(reinterpret_cast<char *>(ws) + split_counters_bytes(tiles));
   return base + ((long long)split * tiles + tile) * (long long)bm * bn;
+}
+
+/* ---- the dequantising loader (dw_packed) ----------------------------------------------
+ * x'(k, n) = bf16(fma(q, scale, min)) (fp_dequant_value; kernels.def,
+ * family compress). The code goes to float by the exponent trick: the bits
+ * 0x4B000000 | q are the float 2^23 + q, so one subtraction gives q exactly
+ * (an I2F runs at a quarter of the FMA rate). */
+__device__ __forceinline__ float dequant_code(uint32_t q, float scale, float mn) {
+  const float qf = __uint_as_float(0x4B000000u | q) - 8388608.0f;
+  return __fmaf_rn(qf, scale, mn);
+}
+
+/* ---- the split-K reduction of a tile, for kernels whose threads do not
+ * hold the accumulators in one fixed layout (dw_packed): each block has
+ * written its partial tile to its slice; this returns true in the block that
+ * arrived last (all `nthreads` threads of `bar`), which then sums the
+ * slices in order. tid < nthreads; `flag` is a shared int. */
+template <class Sync>
+__device__ __forceinline__ bool split_arrive_last(void *ws, long long tiles, long long tile,
+                                                  int split_k, int tid, volatile int *flag,
+                                                  Sync sync) {
+  __threadfence(); /* this block's slice is visible before its arrival */
+  sync();
+  if (tid == 0) {
+    const unsigned old = atomicAdd(split_counters(ws) + tile, 1u);
+    const bool last = old == static_cast<unsigned>(split_k - 1);
+    if (last)
+      split_counters(ws)[tile] = 0u; /* left zeroed for the next launch */
+    *flag = last ? 1 : 0;
+  }
+  sync();
+  const bool last = *flag != 0;
+  if (last)
+    __threadfence(); /* the other slices are read after their writers' fences */
+  return last;
 }
 
 } // namespace fpgemm

@@ -1067,40 +1067,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 /* ---- host: tensor maps -------------------------------------------------------------------- */
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void *p = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
-/* A row-major [outer, inner] 16-bit tensor with leading dimension ld
- * (elements), boxes of [box_outer, box_inner], 128B swizzle, zero fill. */
-cudaError_t encode_2d(CUtensorMap *map, int dtype, const void *ptr, long long inner,
-                      long long outer, long long ld, int box_inner, int box_outer) {
-  const PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
-  if (fn == nullptr)
-    return cudaErrorNotSupported;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2u};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_inner),
-                             static_cast<cuuint32_t>(box_outer)};
-  const cuuint32_t estrides[2] = {1, 1};
-  const CUtensorMapDataType ty = dtype == Storage<__nv_bfloat16>::kDtype
-                                     ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                     : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const CUresult r = fn(map, ty, 2, const_cast<void *>(ptr), dims, strides, box, estrides,
-                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
-}
-
 /* The B operand's map: [nb, K] K-major boxes of [BN / 2 rows, 64 k], or
  * [K, nb] MN-major boxes of [64 k, 64 n] (BTile). */
 cudaError_t encode_b(CUtensorMap *map, int dtype, const void *b, bool trans_b, long long k,

@@ -19,8 +19,10 @@
 #define FUSEPORT_MMA_SM90_CUH
 
 #include <cuda.h> /* CUtensorMap (the type only: the library never links libcuda) */
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -386,18 +388,18 @@ template <int kN, class T> struct Wgmma;
 
 /* One specialisation per (N, type). The operands after the NR = N / 2
  * accumulators: ss: %NR desc A, %NR+1 desc B, %NR+2 scale_d, %NR+3
- * trans-b; rs: %NR..%NR+3 the A fragment, %NR+4 desc B, %NR+5 scale_d,
- * %NR+6 trans-b (S0..S6 below spell those numbers). */
+ * trans-b, %NR+4 trans-a (A MN-major: dw_from_packed's dy^T); rs: %NR..%NR+3 the A fragment, %NR+4
+ * desc B, %NR+5 scale_d, %NR+6 trans-b (S0..S6 below spell those numbers). */
 #define FP_SM90_DEFINE_WGMMA(N, T, TY, DREGS, OPS, S0, S1, S2, S3, S4, S5, S6)                     \
   template <> struct Wgmma<N, T> {                                                                 \
-    template <int kTransB>                                                                         \
+    template <int kTransB, int kTransA = 0>                                                        \
     __device__ __forceinline__ static void ss(float (&d)[(N) / 2], uint64_t desc_a,                \
                                               uint64_t desc_b, int scale_d) {                      \
       asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %" S2 ", 0;\n\t"                          \
                    "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" DREGS "}, "    \
-                   "%" S0 ", %" S1 ", p, 1, 1, 0, %" S3 ";\n\t}"                                   \
+                   "%" S0 ", %" S1 ", p, 1, 1, %" S4 ", %" S3 ";\n\t}"                             \
                    : OPS(d)                                                                        \
-                   : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB));                        \
+                   : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB), "n"(kTransA));          \
     }                                                                                              \
     template <int kTransB>                                                                         \
     __device__ __forceinline__ static void rs(float (&d)[(N) / 2], const uint32_t (&a)[4],         \
@@ -453,6 +455,43 @@ template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t w)
   __nv_bfloat162 h;
   memcpy(&h, &w, 4);
   return __bfloat1622float2(h);
+}
+
+/* ---- host: TMA tensor maps ------------------------------------------------------------
+ * cuTensorMapEncodeTiled through the runtime's driver entry point (the
+ * library links cudart only). */
+inline PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void *p = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+/* A row-major [outer, inner] 16-bit tensor (dtype: 1 f16, 2 bf16, as
+ * fp_dtype) with leading dimension ld (elements), boxes of [box_outer,
+ * box_inner], 128B swizzle, zero fill past the edges. */
+inline cudaError_t encode_2d(CUtensorMap *map, int dtype, const void *ptr, long long inner,
+                             long long outer, long long ld, int box_inner, int box_outer) {
+  const PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
+  if (fn == nullptr)
+    return cudaErrorNotSupported;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2u};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_inner),
+                             static_cast<cuuint32_t>(box_outer)};
+  const cuuint32_t estrides[2] = {1, 1};
+  const CUtensorMapDataType ty =
+      dtype == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUresult r = fn(map, ty, 2, const_cast<void *>(ptr), dims, strides, box, estrides,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 } // namespace fpsm90
