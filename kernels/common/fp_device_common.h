@@ -13,9 +13,6 @@
 #define FUSEPORT_FP_DEVICE_COMMON_H
 
 #if defined(__OPENCL_VERSION__)
-#if defined(cl_khr_fp64) /* fp_div_rn, fp_quant_code: exact float steps through double */
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
-#endif
 #define FP_FN static inline
 typedef uint fp_u32;
 typedef ulong fp_u64;
@@ -259,15 +256,18 @@ FP_FN fp_u16 fp_uniform_bf16_bits(fp_u64 seed, fp_u32 stream, fp_u64 index, floa
 /* ---- activation compression (kernels.def, family compress) ----------------------
  * The notebook's quantisation rule as exact IEEE float32 steps: every
  * backend must produce the same words, so no step may be contracted into an
- * fma (nvcc contracts across statements: hence the _rn intrinsics) and the
- * two divisions must be correctly rounded (OpenCL's `/` may be 2.5 ulp off:
- * there the quotient is formed in double, exact before its one rounding to
- * float, or corrected with exact fma residuals where there is no double). */
+ * fma (nvcc contracts across statements: hence the _rn intrinsics; NVIDIA's
+ * OpenCL fuses too, despite FP_CONTRACT OFF: PTX .rn there) and the two
+ * divisions must be correctly rounded (fp_div_rn). */
 #define FP_QGROUP 256 /* values per quantisation group */
 
 FP_FN float fp_fmul_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fmul_rn(a, b);
+#elif defined(__OPENCL_VERSION__) && defined(FP_NV_PTX) && FP_NV_PTX >= 1
+  float r; /* .rn: ptxas never contracts it into an fma */
+  asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
 #else
   return a * b;
 #endif
@@ -275,6 +275,10 @@ FP_FN float fp_fmul_rn(float a, float b) {
 FP_FN float fp_fadd_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fadd_rn(a, b);
+#elif defined(__OPENCL_VERSION__) && defined(FP_NV_PTX) && FP_NV_PTX >= 1
+  float r; /* .rn: ptxas never contracts it into an fma */
+  asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
 #else
   return a + b;
 #endif
@@ -282,38 +286,44 @@ FP_FN float fp_fadd_rn(float a, float b) {
 FP_FN float fp_fsub_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fsub_rn(a, b);
+#elif defined(__OPENCL_VERSION__) && defined(FP_NV_PTX) && FP_NV_PTX >= 1
+  float r; /* .rn: ptxas never contracts it into an fma */
+  asm("sub.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
 #else
   return a - b;
 #endif
 }
 
-/* a / b rounded to nearest even (b > 0 finite, a finite). */
+/* a / b rounded to nearest even (b > 0 finite, a finite). OpenCL's `/` may
+ * be 2.5 ulp off, and forming the quotient in double does not help: LLVM
+ * folds fptrunc(fdiv(fpext a, fpext b)) back into a float division (NVIDIA's
+ * OpenCL then emitted its approximate one). So: PTX div.rn on NVIDIA;
+ * elsewhere, of the seven floats around a / b, the one with the smallest
+ * remainder a - b*c (exact through fma for c that close), which is the
+ * nearest (a tie would need a/b exactly halfway: impossible). */
 FP_FN float fp_div_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fdiv_rn(a, b);
-#elif defined(__OPENCL_VERSION__) && defined(cl_khr_fp64)
-  return (float)((double)a / (double)b); /* 53 >= 2*24 + 2: one rounding's result */
+#elif defined(__OPENCL_VERSION__) && defined(FP_NV_PTX) && FP_NV_PTX >= 1
+  float r;
+  asm("div.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
 #elif defined(__OPENCL_VERSION__)
-  /* Within 2.5 ulp: of the five floats around it, the one with the smallest
-   * remainder a - b*c (exact through fma for a faithful c) is the nearest;
-   * a tie would need a/b exactly halfway, impossible for b not a power of 2. */
-  float q = a / b, best = q, best_r = fabs(fma(-b, q, a));
-  float c = q;
-  for (int i = 0; i < 2; ++i) {
-    c = nextafter(c, -INFINITY);
-    float r = fabs(fma(-b, c, a));
-    if (r < best_r) {
-      best = c;
-      best_r = r;
+  const float q = a / b;
+  float best = q, best_r = fabs(fma(-b, q, a));
+  float lo = q, hi = q;
+  for (int i = 0; i < 3; ++i) {
+    lo = nextafter(lo, -INFINITY);
+    hi = nextafter(hi, INFINITY);
+    const float rl = fabs(fma(-b, lo, a)), rh = fabs(fma(-b, hi, a));
+    if (rl < best_r) {
+      best = lo;
+      best_r = rl;
     }
-  }
-  c = q;
-  for (int i = 0; i < 2; ++i) {
-    c = nextafter(c, INFINITY);
-    float r = fabs(fma(-b, c, a));
-    if (r < best_r) {
-      best = c;
-      best_r = r;
+    if (rh < best_r) {
+      best = hi;
+      best_r = rh;
     }
   }
   return best;
@@ -344,17 +354,9 @@ FP_FN fp_u32 fp_quant_code(float x, float mn, float inv, int bits) {
 #endif
   const float qmax = (float)((1 << bits) - 1);
   float d = fp_fsub_rn(x, mn);
-#if defined(__OPENCL_VERSION__) && defined(cl_khr_fp64)
-  /* NVIDIA's OpenCL fuses p + c into an fma despite FP_CONTRACT OFF (3 in
-   * 4224 8-bit words differed): the product and the sum formed in double,
-   * where both are exact, and rounded once are the IEEE float results, and
-   * no compiler contracts across a conversion */
-  float p = (float)((double)d * (double)inv);
-  float qf = (float)((double)p + (double)(0.5f - 1e-6f));
-#else
+  /* each step rounded on its own (fp_fmul_rn, fp_fadd_rn: never an fma) */
   float p = fp_fmul_rn(d, inv);
   float qf = fp_fadd_rn(p, 0.5f - 1e-6f);
-#endif
   /* int() truncates toward zero; qf >= 0.499999 - |rounding| here, and a
    * clamp before the conversion keeps it defined for any input */
   qf = qf > 0.0f ? (qf < qmax ? qf : qmax) : 0.0f;

@@ -13,7 +13,13 @@
  * 8 or 32 lanes per quantisation group (Team, in compress_common.cuh), grid
  * stride over the K*G groups. A lane holds 8 consecutive values per chunk: one 16-byte
  * access where every row start is 16-byte aligned (C % 8 == 0, base
- * aligned), else eight 2-byte ones. Its codes of a chunk are then 8*BITS
+ * aligned). Else (odd C: each row starts at its own 2-byte offset from the
+ * 16-byte grid) dequant_unpack still stores 16 bytes: each lane takes its
+ * left neighbour's last values by a shuffle and stores the grid chunk they
+ * share, only the two chunks a group shares with its neighbours go 2 bytes
+ * at a time; cmp_group_reduce loads grid chunks the same way
+ * (load_rank_values_grid); quant_pack keeps eight 2-byte loads (the grid
+ * loader spilled there). Its codes of a chunk are then 8*BITS
  * consecutive bits of the group's words, so no shared memory is needed: a
  * lane writes its own word(s) at 4 and 8 bits, and 2 (BITS 2) or 4 (BITS 1)
  * neighbouring lanes OR their parts together with shuffles first. The
@@ -26,7 +32,10 @@
  * 256j + 8l .. 256j + 8l + 7 of the tile's chunk j < 4 (four 16-byte
  * accesses in flight, each coalesced over the warp), and four shuffles move
  * the mask bytes so that lane l reads or writes mask word l of the tile
- * (one 128-byte access per warp).
+ * (one 128-byte access per warp). Where C % 32 != 0 and the bases share
+ * their offset from the 16-byte grid, the tiles run over the flat array
+ * instead (relu_pack_flat: rows of odd C are not 16-byte aligned, and short
+ * rows would leave most of a row tile idle).
  */
 #include "compress_common.cuh"
 
@@ -62,6 +71,19 @@ __device__ __forceinline__ void st8_scalar(unsigned short *p, const uint4 &v, in
       p[e] = (unsigned short)half_of(v, e);
 }
 
+/* Stores the values of v at flat f .. f+7 inside [lo, hi). */
+__device__ __forceinline__ void st8_window(unsigned short *p, long long f, const uint4 &v,
+                                           long long lo, long long hi) {
+  if (f >= lo && f + kLaneValues <= hi) {
+    st16(p + f, v);
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < kLaneValues; ++e)
+    if (f + e >= lo && f + e < hi)
+      p[f + e] = (unsigned short)half_of(v, e);
+}
+
 /* ---- quant_pack / dequant_unpack --------------------------------------------- */
 
 template <int BITS, bool VEC, int T>
@@ -72,13 +94,12 @@ __device__ __forceinline__ void quant_pack_run(unsigned *words, unsigned short *
   const long long G = (C + kGroup - 1) / kGroup;
   const int r = Team<T>::rank();
   const bool pair_store = aligned(words, 8);
+  const long long n = K * C;
+  const int phase = 0; /* unused: the 2-byte loads (load_team_values) */
   team_groups<T, kPackUnroll>(
       K * G,
       [&](long long unit, bool active) {
-        RankValues<T> rv = {};
-        if (active)
-          rv = load_rank_values<T, VEC>(x, group_at(unit, C, G), r);
-        return rv;
+        return load_team_values<T, VEC, false>(x, unit, active, C, G, r, n, phase);
       },
       [&](long long unit, bool active, const RankValues<T> &rv) {
         const MinMaxBits b = team_min_max<T>(rv);
@@ -156,6 +177,8 @@ dequant_unpack_run(unsigned short *out, const unsigned *words, const unsigned sh
   constexpr unsigned kQMax = (1u << BITS) - 1u;
   const long long G = (C + kGroup - 1) / kGroup;
   const int r = Team<T>::rank();
+  const int wg_lane = (int)(threadIdx.x & 31u);
+  const int phase = phase16(out); /* !VEC: out's offset from the 16-byte grid, in values */
   const bool pair_load = aligned(words, 8);
   team_groups<T, kUnpackUnroll>(
       K * G,
@@ -192,13 +215,22 @@ dequant_unpack_run(unsigned short *out, const unsigned *words, const unsigned sh
         return c;
       },
       [&](long long unit, bool active, const RankCodes<T> &c) {
-        if (!active) /* no shuffles below: an idle team may leave */
-          return;
         const float s = fp_bf16_bits_to_f32(c.scale), mn = fp_bf16_bits_to_f32(c.min);
-        const GroupAt at = group_at(unit, C, G);
+        const GroupAt at = active ? group_at(unit, C, G) : GroupAt{0, 0};
+        /* !VEC: the group starts a values past the 16-byte grid (a row of odd
+         * C anywhere): each lane stores the grid chunk that ends with its
+         * value 7 - a, i.e. its left neighbour's last a values and its own
+         * first 8 - a (a shuffle: rank r - 1, or for rank 0 rank T - 1 of
+         * the previous chunk), one 16-byte store in place of eight 2-byte
+         * ones. The chunks at the group's two ends are shared with the
+         * neighbouring groups (other teams): those store only their own
+         * values, one at a time; rank T - 1 stores its last a values after
+         * the loop. */
+        const int a = VEC ? 0 : (int)((at.offset + phase) & 7);
+        const int left_rank = (wg_lane & ~(T - 1)) | ((r + T - 1) & (T - 1));
+        uint4 carry = make_uint4(0u, 0u, 0u, 0u), o = carry;
 #pragma unroll
         for (int j = 0; j < Team<T>::kChunks; ++j) {
-          uint4 o = make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
           for (int m = 0; m < 4; ++m) {
             unsigned pair = 0;
@@ -217,11 +249,24 @@ dequant_unpack_run(unsigned short *out, const unsigned *words, const unsigned sh
           }
           const int col = j * Team<T>::kChunkValues + r * kLaneValues;
           if constexpr (VEC) {
-            if (col < at.valid)
+            if (active && col < at.valid)
               st16(out + at.offset + col, o);
           } else {
-            st8_scalar(out + at.offset + col, o, at.valid - col);
+            const uint4 left = shfl4(o, left_rank);
+            /* word by word: a select of the two uint4 went through local memory */
+            const bool first = r == 0;
+            const uint4 prev = make_uint4(first ? carry.x : left.x, first ? carry.y : left.y,
+                                          first ? carry.z : left.z, first ? carry.w : left.w);
+            if (active)
+              st8_window(out, at.offset + col - a, values_at(prev, o, 8 - a), at.offset,
+                         at.offset + at.valid);
+            carry = left;
           }
+        }
+        if constexpr (!VEC) {
+          if (active && r == T - 1 && a != 0)
+            st8_window(out, at.offset + kGroup - a, values_at(o, make_uint4(0u, 0u, 0u, 0u), 8 - a),
+                       at.offset, at.offset + at.valid);
         }
       });
 }
@@ -395,6 +440,147 @@ __device__ __forceinline__ void relu_unpack_tile(unsigned short *dx, const unsig
   }
 }
 
+/* ---- relu over the flat array: rows that break 16-byte alignment ----------------
+ *
+ * Where C % 32 != 0 the tiles above follow the rows: a row of odd C starts
+ * at any 2-byte offset, so each lane's 8 values take eight 2-byte accesses,
+ * and a short row leaves most of its tile's lanes idle (C = 257: 257 of
+ * 1024). But x, y (dx, dy) are still one contiguous array of K*C values,
+ * only the mask follows the rows. So these kernels tile the flat array
+ * instead, on the 16-byte grid of the data's addresses: tile t holds flat
+ * values [1024t - p, 1024t - p + 1024), p = the bases' offset in values
+ * from a 16-byte boundary (both bases must share it), lane l its chunks
+ * 256j + 8l, j < 4, as the row tiles do; only the array's first and last
+ * chunks are partial. The mask bits of a tile form a 1024-bit bitmap, word
+ * i (bits of values 32i..32i+31 of the tile) in lane i. A mask word (k, w)
+ * holds the bits of flat values k*C + 32w .. + min(32, C - 32w) - 1: a
+ * 32-bit window of the bitmap at any bit offset.
+ *
+ * relu_pack: the warp of the tile writes the mask words that start in it
+ * (each written once, from one warp: deterministic, no atomics); a word
+ * starting near the tile's end reaches up to 31 values into the next tile,
+ * whose first 32 values lanes 0..3 load besides (bitmap word 32). The words
+ * of a tile are consecutive mask indices: 32 per round, a division each.
+ * relu_unpack_backward: lane i assembles bitmap word i from the mask words
+ * its 32 values lie in (at most 3 where C >= 32; a loop over the rows below
+ * that), then the bytes go to the chunks' lanes as in the row tiles. */
+constexpr int kFlatTile = kReluTile;
+
+/* Bits sh .. sh+31 of the 64-bit hi:lo. */
+__device__ __forceinline__ unsigned window32(unsigned lo, unsigned hi, int sh) {
+  return (unsigned)((((unsigned long long)hi << 32) | lo) >> sh);
+}
+__device__ __forceinline__ unsigned low_bits(int n) { return n >= 32 ? ~0u : (1u << n) - 1u; }
+
+/* The first mask word (index into [K, CW]) whose first value is at flat
+ * q or later (K*CW where none is). */
+__device__ __forceinline__ long long first_word_from(long long q, long long n, long long C,
+                                                     long long CW) {
+  if (q >= n)
+    return n / C * CW; /* K*CW (the last tile only) */
+  const long long k = RowColCursor::quotient(q, C), c = q - k * C;
+  const long long w = (c + 31) / 32; /* <= CW */
+  return w == CW ? (k + 1) * CW : k * CW + w;
+}
+
+/* Grid stride over the flat tiles, a warp per tile: tile(T0) with T0 the
+ * flat index of the tile's value 0 (negative for tile 0 where p > 0). */
+template <class Tile> __device__ __forceinline__ void flat_tiles(long long n, int p, Tile tile) {
+  const WarpGrid wg = warp_grid();
+  const long long tiles = (n + p + kFlatTile - 1) / kFlatTile;
+  for (long long t = wg.first; t < tiles; t += wg.step) /* uniform over the warp */
+    tile(t * kFlatTile - p, wg.lane);
+}
+
+__device__ __forceinline__ void relu_pack_flat(unsigned short *y, unsigned *mask,
+                                               const unsigned short *x, long long K, long long C) {
+  const long long n = K * C, CW = (C + 31) / 32;
+  flat_tiles(n, phase16(x), [&](long long T0, int lane) {
+    uint4 v[kReluChunks];
+#pragma unroll
+    for (int j = 0; j < kReluChunks; ++j)
+      v[j] = ld8_flat(x, T0 + j * 32 * kLaneValues + lane * kLaneValues, n);
+    unsigned bytes = 0;
+#pragma unroll
+    for (int j = 0; j < kReluChunks; ++j) {
+      unsigned byte;
+      const uint4 r = relu_chunk(v[j], byte);
+      st8_window(y, T0 + j * 32 * kLaneValues + lane * kLaneValues, r, 0, n);
+      bytes |= byte << (8 * j);
+    }
+    /* bitmap word `lane`: as in relu_pack_tile */
+    unsigned bm = 0;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const unsigned t = __shfl_sync(kFullMask, bytes, 4 * (lane & 7) + b);
+      bm |= ((t >> (8 * (lane >> 3))) & 0xFFu) << (8 * b);
+    }
+    /* bitmap word 32: the next tile's first 32 values */
+    unsigned next = 0;
+    if (lane < 4) {
+      unsigned byte;
+      relu_chunk(ld8_flat(x, T0 + kFlatTile + lane * kLaneValues, n), byte);
+      next = byte << (8 * lane);
+    }
+    next |= __shfl_xor_sync(kFullMask, next, 1);
+    next |= __shfl_xor_sync(kFullMask, next, 2);
+    next = __shfl_sync(kFullMask, next, 0);
+    /* the mask words starting in the tile, 32 a round */
+    const long long w0 = first_word_from(T0 < 0 ? 0 : T0, n, C, CW);
+    const long long w1 = first_word_from(T0 + kFlatTile, n, C, CW);
+    for (long long wr = w0; wr < w1; wr += 32) { /* uniform */
+      const long long wi = wr + lane;
+      int o = 0, len = 0; /* bit offset in the bitmap, bits */
+      if (wi < w1) {
+        const long long k = RowColCursor::quotient(wi, CW), w = wi - k * CW;
+        o = (int)(k * C + 32 * w - T0);
+        len = C - 32 * w < 32 ? (int)(C - 32 * w) : 32;
+      }
+      const int a = o >> 5; /* 0..31 */
+      const unsigned lo = __shfl_sync(kFullMask, bm, a);
+      const unsigned hi = __shfl_sync(kFullMask, bm, (a + 1) & 31);
+      const unsigned word = window32(lo, a == 31 ? next : hi, o & 31) & low_bits(len);
+      if (wi < w1)
+        mask[wi] = word;
+    }
+  });
+}
+
+__device__ __forceinline__ void relu_unpack_flat(unsigned short *dx, const unsigned short *dy,
+                                                 const unsigned *mask, long long K, long long C) {
+  const long long n = K * C, CW = (C + 31) / 32;
+  flat_tiles(n, phase16(dy), [&](long long T0, int lane) {
+    uint4 v[kReluChunks];
+#pragma unroll
+    for (int j = 0; j < kReluChunks; ++j)
+      v[j] = ld8_flat(dy, T0 + j * 32 * kLaneValues + lane * kLaneValues, n);
+    /* bitmap word `lane`: the bits of flat q .. q+31, row segment by row
+     * segment (a segment: at most 32 bits of a row, within two words) */
+    const long long q = T0 + 32 * lane, end = q + 32 < n ? q + 32 : n;
+    long long f = q < 0 ? 0 : q;
+    unsigned bm = 0;
+    if (f < end) {
+      long long k = RowColCursor::quotient(f, C), c = f - k * C;
+      while (f < end) {
+        const int take = (int)(end - f < C - c ? end - f : C - c);
+        const unsigned *row = mask + k * CW + (c >> 5);
+        const int sh = (int)(c & 31);
+        const unsigned lo = ldro(row), hi = sh + take > 32 ? ldro(row + 1) : 0u;
+        bm |= (window32(lo, hi, sh) & low_bits(take)) << (f - q);
+        f += take;
+        ++k;
+        c = 0;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kReluChunks; ++j) {
+      const unsigned byte = __shfl_sync(kFullMask, bm, 8 * j + (lane >> 2)) >> (8 * (lane & 3));
+      st8_window(dx, T0 + j * 32 * kLaneValues + lane * kLaneValues, unpack_chunk(v[j], byte), 0,
+                 n);
+    }
+  });
+}
+
 /* The relu kernels where blocks hold partial warps (a block size that is no
  * multiple of 32), which the tiles' shuffles cannot use: a mask word per
  * thread, scalar accesses. Not inlined, so that this cold path does not
@@ -483,6 +669,10 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
     relu_pack_words(y, mask, x, rows, cols);
     return;
   }
+  if (C % 32 != 0 && same_phase(x, y)) { /* rows off the 16-byte grid: the flat tiles */
+    relu_pack_flat(y, mask, x, K, C);
+    return;
+  }
   if (cols % kLaneValues == 0 && aligned(x, 16) && aligned(y, 16))
     relu_tiles(rows, cols,
                [&](const ReluTile &tl, int lane) { relu_pack_tile<true>(y, mask, x, tl, lane); });
@@ -500,6 +690,10 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
   const long long rows = C % 32 == 0 ? 1 : K, cols = C % 32 == 0 ? K * C : C;
   if ((blockDim.x & 31u) != 0) { /* partial warps */
     relu_unpack_words(dx, dy, mask, rows, cols);
+    return;
+  }
+  if (C % 32 != 0 && same_phase(dx, dy)) { /* rows off the 16-byte grid: the flat tiles */
+    relu_unpack_flat(dx, dy, mask, K, C);
     return;
   }
   if (cols % kLaneValues == 0 && aligned(dx, 16) && aligned(dy, 16))

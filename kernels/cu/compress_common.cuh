@@ -1,7 +1,7 @@
 /* fuseport CUDA kernels, family compress: the device helpers that both
  * compress.cu (the fused kernels) and compress_steps.cu (the unfused steps)
  * use: 16-byte and read-only accesses, the quantisation teams (Team,
- * group_at, load_rank_values, team_min_max, team_groups) that quant_pack,
+ * group_at, load_team_values, team_min_max, team_groups) that quant_pack,
  * dequant_unpack and cmp_group_reduce share, and the relu mask's bfloat16
  * test and product. Helpers of one file alone stay in that file. Semantics:
  * kernels/kernels.def, family compress; the layout of a team's values:
@@ -82,6 +82,59 @@ __device__ __forceinline__ uint4 ld8_scalar(const unsigned short *p, int valid) 
   return v;
 }
 
+/* The element offset of p from the 16-byte grid (p 2-byte aligned). */
+__device__ __forceinline__ int phase16(const void *p) {
+  return (int)((reinterpret_cast<uintptr_t>(p) >> 1) & 7u);
+}
+/* Both bases 2-byte aligned and at the same offset from the 16-byte grid. */
+__device__ __forceinline__ bool same_phase(const void *a, const void *b) {
+  return aligned(a, 2) && aligned(b, 2) && phase16(a) == phase16(b);
+}
+
+/* The 8 values at flat f .. f+7 of an n-value array, 0 outside [0, n): one
+ * 16-byte load where all are inside (f on the 16-byte grid). */
+__device__ __forceinline__ uint4 ld8_flat(const unsigned short *p, long long f, long long n) {
+  if (f >= 0 && f + kLaneValues <= n)
+    return ld16(p + f);
+  /* the array's first or last chunk: a loop, not unrolled (unrolled, the
+   * eight predicated loads per chunk took registers the callers' 16-byte
+   * paths need: the kernels run at 64 a thread) */
+  unsigned long long lo = 0, hi = 0;
+#pragma unroll 1
+  for (int e = 0; e < kLaneValues; ++e) {
+    const unsigned long long h = f + e >= 0 && f + e < n ? ldro(p + f + e) : 0u;
+    if (e < 4)
+      lo |= h << (16 * e);
+    else
+      hi |= h << (16 * (e - 4));
+  }
+  return make_uint4((unsigned)lo, (unsigned)(lo >> 32), (unsigned)hi, (unsigned)(hi >> 32));
+}
+/* Values s .. s + 7 (s in 0..8) of the 16 values lo, hi (lo's first). With
+ * constant register indices: a barrel shift of the eight words by s / 2,
+ * then a half word where s is odd. */
+__device__ __forceinline__ uint4 values_at(const uint4 &lo, const uint4 &hi, int s) {
+  unsigned t[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+  for (int d = 4; d >= 1; d >>= 1)
+    if (s & (2 * d)) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        t[i] = i + d < 8 ? t[i + d] : 0u;
+    }
+  uint4 r;
+#pragma unroll
+  for (int m = 0; m < 4; ++m)
+    set_word(r, m, (s & 1) ? (t[m] >> 16 | t[m + 1] << 16) : t[m]);
+  return r;
+}
+
+/* v from lane src. */
+__device__ __forceinline__ uint4 shfl4(const uint4 &v, int src) {
+  return make_uint4(__shfl_sync(kFullMask, v.x, src), __shfl_sync(kFullMask, v.y, src),
+                    __shfl_sync(kFullMask, v.z, src), __shfl_sync(kFullMask, v.w, src));
+}
+
 /* ---- warps, teams and groups ---------------------------------------------------------- */
 
 /* This warp's index in the grid, the number of warps and the lane: needs a
@@ -140,7 +193,7 @@ template <int T> struct RankValues { uint4 v[Team<T>::kChunks]; };
 
 /* Loads rank r's values of a group, 0 past column C. VEC: x and every row
  * start are 16-byte aligned (C % 8 == 0), so each chunk's 8 values are all
- * before or all past C (valid is then a multiple of 8). */
+ * before or all past C (valid is then a multiple of 8); else 2-byte loads. */
 template <int T, bool VEC>
 __device__ __forceinline__ RankValues<T> load_rank_values(const unsigned short *x,
                                                           const GroupAt &at, int r) {
@@ -154,6 +207,79 @@ __device__ __forceinline__ RankValues<T> load_rank_values(const unsigned short *
       rv.v[j] = ld8_scalar(x + at.offset + c, at.valid - c);
   }
   return rv;
+}
+
+/* load_rank_values where rows start off the 16-byte grid (C % 8 != 0: a
+ * row of odd C starts at any 2-byte offset; or x itself off it), in place
+ * of eight 2-byte loads a chunk: the group starts a values past the grid
+ * (x's phase: its offset from the grid in values), so rank r's values of
+ * chunk j lie in the grid chunk that starts a values before them (loaded
+ * by r with one 16-byte load) and in the next one, which the next rank
+ * loads (rank 0's of chunk j + 1 for rank T - 1; rank T - 1 loads the one
+ * past the group's last chunk itself): a shuffle, then values_at. Loads
+ * stay inside the array's n values (ld8_flat); values past column C read
+ * as 0. Every lane of the warp calls it (the shuffles), active or not. */
+template <int T>
+__device__ __forceinline__ RankValues<T> load_rank_values_grid(const unsigned short *x,
+                                                               const GroupAt &at, bool active,
+                                                               int r, long long n, int phase) {
+  constexpr int J = Team<T>::kChunks;
+  const int a = (int)((at.offset + phase) & 7);
+  const int right = (int)(threadIdx.x & 31u & ~(unsigned)(T - 1)) | ((r + 1) & (T - 1));
+  RankValues<T> rv;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int c = j * Team<T>::kChunkValues + r * kLaneValues - a; /* from the group's start */
+    rv.v[j] = active && c < at.valid ? ld8_flat(x, at.offset + c, n) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  const bool last = r == T - 1, first = r == 0;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    /* one shuffle: rank 0's chunk goes only to rank T - 1, which needs it
+     * from the next chunk; past the group's last chunk rank T - 1 loads the
+     * grid chunk itself (here, late: held over the loop it made quant_pack
+     * spill). Word by word: a select of two uint4 went through local memory. */
+    uint4 hi;
+    if (j + 1 < J) {
+      const uint4 &g = rv.v[j], &g1 = rv.v[j + 1];
+      hi = shfl4(make_uint4(first ? g1.x : g.x, first ? g1.y : g.y, first ? g1.z : g.z,
+                            first ? g1.w : g.w),
+                 right);
+    } else {
+      hi = shfl4(rv.v[j], right);
+      if (active && last && kGroup - a < at.valid)
+        hi = ld8_flat(x, at.offset + kGroup - a, n);
+    }
+    uint4 v = values_at(rv.v[j], hi, a);
+    const int lim = at.valid - (j * Team<T>::kChunkValues + r * kLaneValues); /* values < C */
+#pragma unroll
+    for (int m = 0; m < 4; ++m)
+      set_word(v, m,
+               word_of(v, m) &
+                   ((2 * m < lim ? 0xFFFFu : 0u) | (2 * m + 1 < lim ? 0xFFFF0000u : 0u)));
+    rv.v[j] = v;
+  }
+  return rv;
+}
+
+/* A rank's values of group `unit` (all lanes call it: the shuffles of the
+ * grid loader); zeros where !active. !VEC: GRID picks load_rank_values_grid,
+ * else eight 2-byte loads a chunk. quant_pack keeps the 2-byte loads: with
+ * its code packing beside them the grid loader spilled at 8 lanes a team
+ * (the launch's 64 registers a thread). */
+template <int T, bool VEC, bool GRID = true>
+__device__ __forceinline__ RankValues<T> load_team_values(const unsigned short *x, long long unit,
+                                                          bool active, long long C, long long G,
+                                                          int r, long long n, int phase) {
+  const GroupAt at = active ? group_at(unit, C, G) : GroupAt{0, 0};
+  if constexpr (VEC || !GRID) {
+    RankValues<T> rv = {};
+    if (active)
+      rv = load_rank_values<T, VEC>(x, at, r);
+    return rv;
+  } else {
+    return load_rank_values_grid<T>(x, at, active, r, n, phase);
+  }
 }
 
 /* min / max of the two bfloat16 halves of a and b, half by half (min.bf16x2,

@@ -25,15 +25,13 @@ __device__ __forceinline__ bool valid_bits(int bits) {
 template <bool VEC, bool MAX, int T>
 __device__ __forceinline__ void group_reduce_run(float *out, const unsigned short *x, long long K,
                                                  long long C) {
-  const long long G = (C + kGroup - 1) / kGroup;
+  const long long G = (C + kGroup - 1) / kGroup, n = K * C;
   const int r = Team<T>::rank();
+  const int phase = VEC ? 0 : phase16(x);
   team_groups<T, kPackUnroll>(
       K * G,
       [&](long long unit, bool active) {
-        RankValues<T> rv = {};
-        if (active)
-          rv = load_rank_values<T, VEC>(x, group_at(unit, C, G), r);
-        return rv;
+        return load_team_values<T, VEC>(x, unit, active, C, G, r, n, phase);
       },
       [&](long long unit, bool active, const RankValues<T> &rv) {
         const MinMaxBits b = team_min_max<T>(rv);
