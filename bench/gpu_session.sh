@@ -22,6 +22,13 @@
 #                 (FUSEPORT_CUDA_GEMM_PATH=sm80) beside cuBLASLt (gemm-cuda-sm80.json)
 #   bench-gemm-opencl  matmul_relu and matmul_add_relu in f32 on NVIDIA OpenCL:
 #                 the OpenCL core beside CLBlast (gemm-opencl.json)
+#   check-compress  fuseport check of the compression family on cuda (both GEMM
+#                 paths for dw_from_packed) and NVIDIA OpenCL
+#   sanitize-compress  compute-sanitizer memcheck and racecheck over it
+#   bench-compress  the compression family on cuda, seed shapes, every bits,
+#                 bf16 dW (compress-cuda.json)
+#   torch-compress  bench/torch_compress.py: the notebook's PyTorch path,
+#                 eager, compile and the GEMM alone (compress-torch.json)
 #   torch-gemm    torch_bench.py on the matmul family: eager, compile,
 #                 max-autotune and the GEMMs alone (gemm-torch.json,
 #                 gemm-torch.log); GEMM_TORCH_OPS, GEMM_TORCH_SHAPES and
@@ -47,6 +54,8 @@ RESUME_DIR=${RESUME_DIR:-}
 PACK=${PACK:-1}
 MEM_OPS=pointwise_chain,bias_gelu,bias_dropout_add,softmax,double_softmax,softmax_backward,layernorm,norm_chain,hreduce_pointwise,hreduce_reduce
 GEMM_OPS=matmul_add,matmul_relu,matmul_add_relu,matmul_matmul,matmul_split_act,linear_geglu
+PACK_OPS=quant_pack,dequant_unpack,relu_pack,relu_unpack_backward
+COMPRESS_OPS=$PACK_OPS,dw_from_packed
 SWEEP_OPS=${SWEEP_OPS:-$MEM_OPS}
 mkdir -p "$OUT"
 [ -f .gpu/gpu-env.sh ] && . .gpu/gpu-env.sh
@@ -173,6 +182,34 @@ stage_torch() { torch_run torch --ops "$SWEEP_OPS" --shapes seed; }
 stage_torch-gemm() {
   torch_run gemm-torch --ops "${GEMM_TORCH_OPS:-matmul}" --shapes "${GEMM_TORCH_SHAPES:-seed}" \
     --param dtype="${GEMM_TORCH_DTYPES:-f16,bf16}" --modes eager,compile,autotune,gemm --mm-check swept
+}
+
+stage_check-compress() {
+  check_both --op "$COMPRESS_OPS"
+  log "dw_from_packed with the SIMT path forced"
+  FUSEPORT_CUDA_GEMM_PATH=simt "$FP" check --backend cuda --quiet --op dw_from_packed | tail -2
+  log "dw_from_packed on the seed's shapes (sampled rows)"
+  "$FP" check --backend cuda --quiet --op dw_from_packed --param dtype=bf16 \
+    --shapes 8192x768x768,100864x768x768,8191x768x768,8192x1024x1024 --sample-elems 4000000 | tail -2
+}
+stage_sanitize-compress() {
+  for tool in memcheck racecheck; do
+    log "compute-sanitizer $tool: the compression family"
+    timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$FP" check --backend cuda \
+      --quiet --op "$COMPRESS_OPS" >"$OUT/compress-$tool.log" 2>&1
+    echo "$tool exit $?"; tail -3 "$OUT/compress-$tool.log"
+  done
+}
+stage_bench-compress() {
+  sweep compress-cuda.json --backend cuda --op "$COMPRESS_OPS" --shapes seed \
+    --param bits=1,2,4,8 --param dtype=bf16 --sample-elems 262144
+}
+stage_torch-compress() {
+  local budget=$(($(left) - 10))
+  log "torch_compress.py for at most $budget s"
+  PYTHONUNBUFFERED=1 timeout -s INT -k 20 "$budget" python3 bench/torch_compress.py \
+    --out "$OUT/compress-torch.json" --bits 2 >"$OUT/compress-torch.log" 2>&1
+  echo "torch exit $?"; tail -12 "$OUT/compress-torch.log"
 }
 
 for stage in "$@"; do
