@@ -94,7 +94,7 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
 /* ---- dw_from_packed: the GEMM with a dequantising B loader ---------------------------
  * dw_packed_<dt> (kernels.def): out[COUT, CIN] = dy^T @ x', x' dequantised
  * from packed words in the operand loader. Two paths: SM90 (TMA for dy,
- * the producer warpgroup dequantising x' into wgmma's shared-memory layout)
+ * two producer warpgroups dequantising x' into wgmma's shared-memory layout)
  * and SIMT (CUDA cores, any architecture). Both split K so that the few
  * output tiles of a 768 x 768 gradient fill the GPU; the split-K workspace
  * is gemm_common.cuh's. */

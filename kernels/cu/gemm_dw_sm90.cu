@@ -6,7 +6,7 @@
  * The Hopper main loop of gemm_sm90.cu with another producer:
  *   warpgroups 0 and 1, the producers, fill the stages of alternate
  *     k-blocks: for its k-block, a warpgroup's thread 0 issues the TMA copy
- *     of the dy^T tile (two 64 m x 64 k boxes of dy [K, COUT], 128B
+ *     of the dy^T tile (four 64 m x 64 k boxes of dy [K, COUT], 128B
  *     swizzle); its 128 threads read the packed words of the x' tile (half
  *     a row each), dequantise them and store them in the layout a TMA box
  *     would have (64 k rows of 64 n, 16-byte chunk c of row r at
@@ -14,15 +14,18 @@
  *     proxy), and each warp arrives on the stage's `full` barrier. The words
  *     of a warpgroup's next two k-blocks are in flight in registers, since a
  *     global load outlasts one k-block's dequantisation;
- *   warpgroups 2 and 3, the consumers: rows [0, 64) and [64, 128) of the
- *     128 x 128 tile, wgmma m64n128k16 with both operands MN-major (k is
- *     the outer index of dy and of x': imm-trans-a = imm-trans-b = 1).
+ *   warpgroups 2 and 3, the consumers: rows [0, 128) and [128, 256) of the
+ *     256 x 128 tile, each as two wgmma m64n128k16 against the same B with
+ *     both operands MN-major (k is the outer index of dy and of x':
+ *     imm-trans-a = imm-trans-b = 1). 256 rows, because the dequantised B
+ *     tile then feeds twice the MMAs: the loader's work bounded the
+ *     kernel (100864 x 768 x 768: 297 us at 128 rows, 215 at 256).
  * `full` counts 5 arrivals (the filling warpgroup's thread 0's expect_tx
  * for the TMA bytes, then lane 0 of each of its warps once the warp's stores
  * are fenced), `empty` one per consumer warp.
  *
  * A tile of 128 columns lies inside one quantisation group (256 values,
- * tiles start at multiples of 128): a producer thread dequantises 32
+ * tiles start at multiples of 128): a producer thread dequantises 64
  * values of one k row with one scale and one min. Rows past K are written
  * as zeros (TMA zero-fills dy's too); columns past CIN read the padded
  * group's words (in bounds) and feed outputs that are never stored.
