@@ -13,24 +13,11 @@ every cell). A ratio is the peer's median
 over fuseport's fused median (> 1: fuseport faster). Cells match on op,
 params and shape; cells not ok are left out. Standard library only.
 """
-import json
-import math
 import os
 import sys
 
-
-def load(path):
-    with open(path) as f:
-        doc = json.load(f)
-    cells = {}
-    for c in doc["cells"]:
-        if c.get("status") == "ok":
-            cells[(c["op"], c["params"], tuple(c["shape"]), c["variant"])] = c
-    return doc, cells
-
-
-def gm(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from perf_gemm import gm, load  # noqa: E402  (the record's cells by key, geometric mean)
 
 
 def shape(s):
