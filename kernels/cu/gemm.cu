@@ -192,6 +192,26 @@ static cudaError_t tune(const fp_gemm_request &req, const fp_gemm_device &dev, f
   return cudaSuccess;
 }
 
+/* The planner's view of the launching device. */
+static fp_gemm_device device_of(const fp_cuda_gemm_env *env) {
+  fp_gemm_device dev;
+  dev.cc_major = env->cc_major;
+  dev.cc_minor = env->cc_minor;
+  dev.sm_count = env->sm_count;
+  dev.smem_optin = env->smem_optin;
+  return dev;
+}
+
+/* false (with msg) when the plan splits K and the recipe passed no workspace. */
+static bool workspace_passed(uint64_t ws_bytes, int split_k, const void *ws, char *msg,
+                             size_t msglen) {
+  if (ws_bytes == 0 || ws != nullptr)
+    return true;
+  snprintf(msg, msglen, "the plan (split-K %d) needs a %llu-byte workspace, none was passed",
+           split_k, (unsigned long long)ws_bytes);
+  return false;
+}
+
 /* dw_packed_<dt>(out, dy, words, scale, min, ws, K, COUT, CIN, bits, lddy) */
 static cudaError_t launch_dw(fp_kernel_id id, const fp_karg *args, int nargs,
                              const fp_cuda_gemm_env *env, int *kernels_launched, char *msg,
@@ -221,11 +241,7 @@ static cudaError_t launch_dw(fp_kernel_id id, const fp_karg *args, int nargs,
     snprintf(msg, msglen, "lddy %lld < COUT %lld", p.lddy, p.COUT);
     return cudaErrorInvalidValue;
   }
-  fp_gemm_device dev;
-  dev.cc_major = env->cc_major;
-  dev.cc_minor = env->cc_minor;
-  dev.sm_count = env->sm_count;
-  dev.smem_optin = env->smem_optin;
+  const fp_gemm_device dev = device_of(env);
   fp_dw_plan plan;
   char why[256];
   if (!fp_dw_plan_make(p.K, p.COUT, p.CIN, &dev, (fp_gemm_path)env->force_path, &plan, why,
@@ -233,11 +249,8 @@ static cudaError_t launch_dw(fp_kernel_id id, const fp_karg *args, int nargs,
     snprintf(msg, msglen, "%s", why);
     return cudaErrorNotSupported;
   }
-  if (plan.ws_bytes > 0 && p.ws == nullptr) {
-    snprintf(msg, msglen, "the plan (split-K %d) needs a %llu-byte workspace, none was passed",
-             plan.split_k, (unsigned long long)plan.ws_bytes);
+  if (!workspace_passed(plan.ws_bytes, plan.split_k, p.ws, msg, msglen))
     return cudaErrorInvalidValue;
-  }
   p.ws_bytes = plan.ws_bytes;
   if (plan.aligned_rows && (p.lddy % 8 != 0 || !aligned16(p.dy))) {
     snprintf(msg, msglen, "lddy %lld must be a multiple of 8 elements (pad dy)", p.lddy);
@@ -270,11 +283,7 @@ extern "C" cudaError_t fp_cuda_gemm_launch(fp_kernel_id id, const fp_karg *args,
     snprintf(msg, msglen, "%d arguments, the gemm kernels take 13", nargs);
     return cudaErrorInvalidValue;
   }
-  fp_gemm_device dev;
-  dev.cc_major = env->cc_major;
-  dev.cc_minor = env->cc_minor;
-  dev.sm_count = env->sm_count;
-  dev.smem_optin = env->smem_optin;
+  const fp_gemm_device dev = device_of(env);
   fp_gemm_request req;
   memset(&req, 0, sizeof req);
   req.dtype = dtype_of(id);
@@ -318,11 +327,8 @@ extern "C" cudaError_t fp_cuda_gemm_launch(fp_kernel_id id, const fp_karg *args,
       snprintf(msg, msglen, "%s", why);
       return cudaErrorNotSupported;
     }
-    if (plan.ws_bytes > 0 && p.ws == nullptr) {
-      snprintf(msg, msglen, "the plan (split-K %d) needs a %llu-byte workspace, none was passed",
-               plan.split_k, (unsigned long long)plan.ws_bytes);
+    if (!workspace_passed(plan.ws_bytes, plan.split_k, p.ws, msg, msglen))
       return cudaErrorInvalidValue;
-    }
     p.ws_bytes = plan.ws_bytes;
     cudaError_t err = check_rows(plan, p.dtype, p.a, p.lda, p.b, p.ldb, msg, msglen);
     if (err != cudaSuccess)

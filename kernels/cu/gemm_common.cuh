@@ -271,6 +271,16 @@ __device__ __forceinline__ float *split_slice(void *ws, long long tiles, long lo
   return base + ((long long)split * tiles + tile) * (long long)bm * bn;
 }
 
+/* Host side: copies a path's kernel stubs into out (at most cap), for
+ * loading the family's module; returns how many it copied. */
+template <int N> int copy_stubs(const void *const (&mine)[N], const void **out, int cap) {
+  int n = 0;
+  for (const void *s : mine)
+    if (n < cap)
+      out[n++] = s;
+  return n;
+}
+
 /* ---- the dequantising loader (dw_packed) ----------------------------------------------
  * x'(k, n) = bf16(fma(q, scale, min)) (fp_dequant_value; kernels.def,
  * family compress). The code goes to float by the exponent trick: the bits

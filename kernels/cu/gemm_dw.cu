@@ -135,11 +135,7 @@ cudaError_t simt_dw_run(const ProblemDw &p, const fp_dw_plan &plan, cudaStream_t
 int simt_dw_stubs(const void **out, int cap) {
   const void *mine[] = {reinterpret_cast<const void *>(&dw_simt_kernel<float>),
                         reinterpret_cast<const void *>(&dw_simt_kernel<__nv_bfloat16>)};
-  int n = 0;
-  for (const void *s : mine)
-    if (n < cap)
-      out[n++] = s;
-  return n;
+  return copy_stubs(mine, out, cap);
 }
 
 } // namespace fpgemm

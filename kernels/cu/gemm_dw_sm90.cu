@@ -479,11 +479,7 @@ int sm90_dw_stubs(const void **out, int cap) {
       reinterpret_cast<const void *>(&dw_sm90_kernel<__nv_bfloat16, 4>),
       reinterpret_cast<const void *>(&dw_sm90_kernel<__nv_bfloat16, 8>),
   };
-  int n = 0;
-  for (const void *s : mine)
-    if (n < cap)
-      out[n++] = s;
-  return n;
+  return copy_stubs(mine, out, cap);
 }
 
 } // namespace fpgemm
