@@ -38,12 +38,7 @@ void fp_bench_spec_init(fp_bench_spec *s) {
   s->shard_count = 1;
 }
 
-static int op_param_index(const fp_op *op, const char *name) {
-  for (int k = 0; k < op->n_params; ++k)
-    if (strcmp(op->params[k].name, name) == 0)
-      return k;
-  return -1;
-}
+static int op_param_index(const fp_op *op, const char *name) { return fp_op_param_index(op, name); }
 
 /* The k-th comma-separated item of list into buf; false past the end. */
 static bool list_item(const char *list, int k, char *buf, size_t len) {
@@ -139,16 +134,17 @@ fp_status fp_bench_spec_seed_shapes(fp_bench_spec *s) { return union_shapes(s, t
 fp_status fp_bench_spec_default_shapes(fp_bench_spec *s) { return union_shapes(s, false); }
 
 int fp_bench_op_shape_count(const fp_bench_spec *s, const fp_op *op) {
-  const int rank = fp_op_grid_rank(op);
   int n = 0;
   for (int k = 0; k < s->n_shapes; ++k)
-    n += s->shapes[k].n == rank;
+    n += fp_op_takes_rank(op, s->shapes[k].n);
   return n;
 }
 
-/* Whether parameter index pi is one of the op's grid dimensions. */
+/* Whether parameter index pi is one of the op's grid dimensions that every
+ * shape gives (not one a shorter shape leaves to --param). */
 static bool is_grid_param(const fp_op *op, int pi) {
-  for (int g = 0; g < fp_op_grid_rank(op); ++g)
+  const int given = op->n_grid_min > 0 ? op->n_grid_min : fp_op_grid_rank(op);
+  for (int g = 0; g < given; ++g)
     if (op->grid_param[g] == pi)
       return true;
   return false;
@@ -435,8 +431,9 @@ fp_status fp_bench_spec_from_json(const cJSON *o, fp_bench_spec *s) {
 
 /* ---- the canonical sweep ---------------------------------------------------------------- */
 
-/* "name=value ..." of the op's parameters other than the grid dimensions. */
-static void group_params_text(const fp_problem *p, char *buf, size_t len) {
+/* "name=value ..." of the op's parameters other than the shape's `dims`
+ * grid dimensions. */
+static void group_params_text(const fp_problem *p, int dims, char *buf, size_t len) {
   char all[1024];
   fp_problem_describe(p, all, sizeof all);
   buf[0] = '\0';
@@ -445,7 +442,7 @@ static void group_params_text(const fp_problem *p, char *buf, size_t len) {
   for (char *tok = strtok_r(all, " ", &save); tok != NULL; tok = strtok_r(NULL, " ", &save)) {
     size_t name_len = strcspn(tok, "=");
     bool grid = false;
-    for (int g = 0; g < fp_op_grid_rank(op); ++g) {
+    for (int g = 0; g < dims; ++g) {
       const char *name = op->params[op->grid_param[g]].name;
       grid = grid || (strlen(name) == name_len && strncmp(tok, name, name_len) == 0);
     }
@@ -474,9 +471,8 @@ fp_status fp_bench_plan_build(const fp_bench_spec *s, fp_bench_plan *plan) {
       combos *= counts[n_which];
       n_which++;
     }
-    const int rank = fp_op_grid_rank(op);
     for (int sh = 0; sh < s->n_shapes; ++sh) {
-      if (s->shapes[sh].n != rank)
+      if (!fp_op_takes_rank(op, s->shapes[sh].n))
         continue; /* the op runs the shapes of its rank */
       for (int c = 0; c < combos; ++c) {
         if ((size_t)plan->n_groups == cap) {
@@ -507,12 +503,12 @@ fp_status fp_bench_plan_build(const fp_bench_spec *s, fp_bench_plan *plan) {
           fp_bench_plan_free(plan);
           return st;
         }
-        g->setup_status = fp_problem_set_grid(&g->problem, s->shapes[sh].d, rank);
+        g->setup_status = fp_problem_set_grid(&g->problem, s->shapes[sh].d, s->shapes[sh].n);
         if (g->setup_status == FP_OK)
           g->setup_status = fp_problem_validate(&g->problem);
         if (g->setup_status != FP_OK)
           snprintf(g->setup_error, sizeof g->setup_error, "%s", fp_last_error());
-        group_params_text(&g->problem, g->params, sizeof g->params);
+        group_params_text(&g->problem, s->shapes[sh].n, g->params, sizeof g->params);
         plan->n_groups++;
       }
     }

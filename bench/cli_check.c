@@ -32,7 +32,8 @@ static const char check_usage[] =
     "  --op LIST          comma-separated op names, or all (default)\n"
     "  --variant LIST     fused, unfused, vendor (default: every variant)\n"
     "  --shapes LIST      shapes of the ops' ranks: MxN for the row ops, MxNxK for\n"
-    "                     the GEMMs (MxNxKxP for matmul_matmul); an op runs the\n"
+    "                     the GEMMs (MxNxKxP for matmul_matmul), NxCxHxWxK\n"
+    "                     [xR[xstride]] for the convolutions; an op runs the\n"
     "                     shapes of its rank. Default: each op's odd shapes (row\n"
     "                     ops 1x1,3x3,1x1000,3x1000,1000x3,7x65537,2x262144,\n"
     "                     128x256,256x128,33x4097,70x509,66x30001,30x12000;\n"
@@ -81,6 +82,7 @@ typedef struct check_opts {
 
 typedef struct check_tally {
   int pass, fail, error, unsupported;
+  int invalid; /* --shapes the op refuses (a filter past the input, ...): bad input */
 } check_tally;
 
 static bool variant_selected(const check_opts *o, const char *name) {
@@ -262,7 +264,7 @@ static int parse_check(int argc, char **argv, check_opts *o) {
   for (int k = 0; o->n_shapes > 0 && k < o->n_ops; ++k) {
     bool any = false;
     for (int s = 0; s < o->n_shapes; ++s)
-      any = any || o->shapes[s].n == fp_op_grid_rank(o->ops[k]);
+      any = any || fp_op_takes_rank(o->ops[k], o->shapes[s].n);
     if (!any) {
       fprintf(stderr,
               "fuseport check: op %s takes shapes of %d dimensions and --shapes lists none "
@@ -314,7 +316,7 @@ int fp_cmd_check(int argc, char **argv) {
   printf("fuseport check: backend %s, device %s [%s], seed %llu\n",
          fp_backend_name(fp_context_backend(ctx)), dev->name, dev->platform,
          (unsigned long long)o.seed);
-  check_tally tally = {0, 0, 0, 0};
+  check_tally tally = {0, 0, 0, 0, 0};
   for (int k = 0; k < o.n_ops; ++k) {
     const fp_op *op = o.ops[k];
     const int rank = fp_op_grid_rank(op);
@@ -323,7 +325,7 @@ int fp_cmd_check(int argc, char **argv) {
     int n_shapes = 0;
     if (o.n_shapes > 0) {
       for (int s = 0; s < o.n_shapes; ++s)
-        if (o.shapes[s].n == rank)
+        if (fp_op_takes_rank(op, o.shapes[s].n))
           shapes[n_shapes++] = o.shapes[s];
     } else if (op->check_shapes != NULL) {
       for (int s = 0; s < op->n_check_shapes / rank && n_shapes < MAX_SHAPES; ++s) {
@@ -350,8 +352,8 @@ int fp_cmd_check(int argc, char **argv) {
       if (st != FP_OK) {
         char text[128];
         fp_shape_format(&shapes[s], text, sizeof text);
-        printf("ERROR %-18s shape %s: %s\n", op->name, text, fp_last_error());
-        tally.error++;
+        printf("INVALID %-16s shape %s: %s\n", op->name, text, fp_last_error());
+        tally.invalid++;
         continue;
       }
       for (int v = 0; v < op->n_variants; ++v)
@@ -359,10 +361,18 @@ int fp_cmd_check(int argc, char **argv) {
           run_combinations(ctx, &o, &p, 0, &op->variants[v], o.seed + (uint64_t)s, &tally);
     }
   }
-  printf("fuseport check: %d passed, %d failed, %d errors, %d n/a (backend %s, seed %llu)\n",
-         tally.pass, tally.fail, tally.error, tally.unsupported,
-         fp_backend_name(fp_context_backend(ctx)), (unsigned long long)o.seed);
+  printf("fuseport check: %d passed, %d failed, %d errors, %d n/a", tally.pass, tally.fail,
+         tally.error, tally.unsupported);
+  if (tally.invalid > 0)
+    printf(", %d invalid shapes", tally.invalid);
+  printf(" (backend %s, seed %llu)\n", fp_backend_name(fp_context_backend(ctx)),
+         (unsigned long long)o.seed);
   fp_context_destroy(ctx);
   free_check(&o);
-  return (tally.fail == 0 && tally.error == 0 && tally.pass > 0) ? FP_EXIT_OK : FP_EXIT_FAIL;
+  /* a failure outranks bad input; bad input (exit 2) outranks a clean pass */
+  if (tally.fail > 0 || tally.error > 0)
+    return FP_EXIT_FAIL;
+  if (tally.invalid > 0)
+    return FP_EXIT_USAGE;
+  return tally.pass > 0 ? FP_EXIT_OK : FP_EXIT_FAIL;
 }

@@ -32,7 +32,7 @@ typedef struct cJSON cJSON;
 
 /* A problem's shape in a sweep: the op's grid dimensions (ops/op.h,
  * FP_MAX_GRID_DIMS), "MxN" for the row ops, "MxNxK" for a GEMM. */
-#define FP_SHAPE_MAX_DIMS 5
+#define FP_SHAPE_MAX_DIMS 7
 typedef struct fp_shape {
   int n;
   int64_t d[FP_SHAPE_MAX_DIMS];

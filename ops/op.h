@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define FP_MAX_PARAMS 10
+#define FP_MAX_PARAMS 16
 #define FP_MAX_TENSORS 6
 #define FP_MAX_WORKSPACE 6
 #define FP_MAX_VARIANTS 4
@@ -28,7 +28,7 @@ extern "C" {
 
 /* A problem's shape in a sweep: up to this many dimensions (the op's grid
  * parameters: M x N for the row ops, M x N x K for a GEMM, ...). */
-#define FP_MAX_GRID_DIMS 5
+#define FP_MAX_GRID_DIMS 7
 
 /* ---- parameters ------------------------------------------------------------ */
 
@@ -178,6 +178,10 @@ typedef struct fp_op {
    * grid_param[d]. The row ops have M x N; a GEMM M x N x K. */
   int n_grid;
   int grid_param[FP_MAX_GRID_DIMS];
+  /* A shape may omit trailing grid dims down to n_grid_min (0: none may be
+   * omitted); the omitted ones keep their parameter's value (a convolution's
+   * NxCxHxWxK takes R and stride from --param). */
+  int n_grid_min;
   /* Shapes (n_grid dims each, flattened) for `--shapes seed`, for the
    * benchmark's quick default and for `check`'s default; NULL: the row ops'
    * lists (the seed's 10 x 10 grid, ...). */
@@ -223,6 +227,11 @@ typedef struct fp_op {
 
 /* The op's grid rank (n_grid, 2 when unset). */
 int fp_op_grid_rank(const fp_op *op);
+/* The index of the op's parameter `name` (exact, else case-insensitive where
+ * that is unique), or -1. */
+int fp_op_param_index(const fp_op *op, const char *name);
+/* Whether the op takes shapes of n dims (n_grid_min..n_grid). */
+bool fp_op_takes_rank(const fp_op *op, int n);
 
 int fp_op_count(void);
 const fp_op *fp_op_at(int index);

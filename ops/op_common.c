@@ -60,11 +60,19 @@ void fp_problem_init(fp_problem *p, const fp_op *op) {
     p->v[k] = op->params[k].def;
 }
 
-static int find_param(const fp_op *op, const char *name) {
-  for (int k = 0; k < op->n_params; ++k)
+/* By exact name, else case-insensitively where that names one parameter
+ * (`--param r=3` for a convolution's R). */
+int fp_op_param_index(const fp_op *op, const char *name) {
+  int folded = -1, matches = 0;
+  for (int k = 0; k < op->n_params; ++k) {
     if (strcmp(op->params[k].name, name) == 0)
       return k;
-  return -1;
+    if (strcasecmp(op->params[k].name, name) == 0) {
+      folded = k;
+      matches++;
+    }
+  }
+  return matches == 1 ? folded : -1;
 }
 
 static void list_params(const fp_op *op, char *buf, size_t len) {
@@ -90,7 +98,7 @@ fp_status fp_problem_set(fp_problem *p, const char *name, const char *value) {
   if (p == NULL || p->op == NULL || name == NULL || value == NULL)
     return fp_error(FP_ERR_INVALID_ARGUMENT, "fp_problem_set: NULL argument");
   const fp_op *op = p->op;
-  int k = find_param(op, name);
+  int k = fp_op_param_index(op, name);
   if (k < 0) {
     char names[512];
     list_params(op, names, sizeof names);
@@ -153,17 +161,27 @@ fp_status fp_problem_set(fp_problem *p, const char *name, const char *value) {
 
 int fp_op_grid_rank(const fp_op *op) { return op == NULL ? 0 : (op->n_grid > 0 ? op->n_grid : 2); }
 
+bool fp_op_takes_rank(const fp_op *op, int n) {
+  const int rank = fp_op_grid_rank(op);
+  const int lowest = op != NULL && op->n_grid_min > 0 ? op->n_grid_min : rank;
+  return n >= lowest && n <= rank;
+}
+
 fp_status fp_problem_set_grid(fp_problem *p, const int64_t *dims, int n) {
   if (p == NULL || p->op == NULL || dims == NULL)
     return fp_error(FP_ERR_INVALID_ARGUMENT, "fp_problem_set_grid: NULL argument");
-  const int rank = fp_op_grid_rank(p->op);
-  if (n != rank)
+  if (!fp_op_takes_rank(p->op, n)) {
+    char pattern[96] = "";
+    for (int g = 0; g < fp_op_grid_rank(p->op); ++g) {
+      const size_t used = strlen(pattern);
+      snprintf(pattern + used, sizeof pattern - used, "%s%s", g ? "x" : "",
+               p->op->params[p->op->grid_param[g]].name);
+    }
     return fp_error(FP_ERR_INVALID_ARGUMENT,
-                    "op %s takes a shape of %d dimensions, not %d (its grid is %s)", p->op->name,
-                    rank, n,
-                    rank == 3   ? "MxNxK"
-                    : rank == 4 ? "MxNxKxP"
-                                : "MxN");
+                    "op %s takes a shape of %d dimensions, not %d (its grid is %s%s)", p->op->name,
+                    fp_op_grid_rank(p->op), n, pattern,
+                    p->op->n_grid_min > 0 ? "; trailing dims may be left to --param" : "");
+  }
   for (int g = 0; g < n; ++g) {
     int k = p->op->grid_param[g];
     fp_status st = check_range(p->op, &p->op->params[k], (double)dims[g]);
@@ -536,7 +554,8 @@ fp_status fp_plan_create(fp_context *ctx, const fp_problem *p, const fp_variant 
     if (st == FP_OK && plan->dry.ws_zeroed[k]) {
       const uint32_t zero = 0;
       const uint64_t bytes = plan->dry.ws_bytes[k];
-      st = fp_buffer_fill(ctx, plan->dry.ws[k], 0, bytes / 4 * 4, &zero, 4);
+      if (bytes >= 4) /* a workspace of 1-3 bytes (a [1] bf16 bias) has no whole word */
+        st = fp_buffer_fill(ctx, plan->dry.ws[k], 0, bytes / 4 * 4, &zero, 4);
       if (st == FP_OK && bytes % 4 != 0)
         st = fp_buffer_fill(ctx, plan->dry.ws[k], bytes / 4 * 4, bytes % 4, &zero, 1);
     }

@@ -25,7 +25,7 @@ static void test_ndim_parse(void **state) {
     const char *args[8];
     const char *needle;
   } cases[] = {
-      {{"--shapes", "1x2x3x4x5x6"}, "--shapes '1x2x3x4x5x6'"},
+      {{"--shapes", "1x2x3x4x5x6x7x8"}, "--shapes '1x2x3x4x5x6x7x8'"},
       {{"--shapes", "16x24x"}, "--shapes '16x24x'"},
       {{"--shapes", "16"}, "--shapes '16'"},
       {{"--shapes", "16x0x32"}, "--shapes '16x0x32'"},
@@ -66,14 +66,14 @@ static void test_ndim_parse(void **state) {
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; ++k)
     if (fp_bench_parse_peaks(bad[k], peaks) != FP_ERR_INVALID_ARGUMENT)
       fail_msg("FUSEPORT_PEAK_TFLOPS='%s' was accepted", bad[k]);
-  /* the options and the cells refuse shapes outside 2..5 integer dims */
+  /* the options and the cells refuse shapes outside 2..7 integer dims */
   fp_bench_spec s;
   tiny_spec(&s, "softmax", "4x4");
   cJSON *o = fp_bench_spec_to_json(&s, true);
   assert_non_null(o);
   cJSON *shapes = cJSON_GetObjectItemCaseSensitive(o, "shapes");
-  const double six[] = {1, 2, 3, 4, 5, 6};
-  cJSON_AddItemToArray(shapes, cJSON_CreateDoubleArray(six, 6));
+  const double eight[] = {1, 2, 3, 4, 5, 6, 7, 8};
+  cJSON_AddItemToArray(shapes, cJSON_CreateDoubleArray(eight, 8));
   fp_bench_spec back;
   FP_ASSERT_ERR(fp_bench_spec_from_json(o, &back), FP_ERR_INVALID_ARGUMENT, "options.shapes");
   cJSON_Delete(o);
@@ -83,8 +83,8 @@ static void test_ndim_parse(void **state) {
                                      "frac", &bad_file),
                 FP_ERR_INVALID_ARGUMENT, "shape");
   FP_ASSERT_ERR(fp_results_from_json("{\"meta\": {}, \"cells\": [{\"op\":\"a\",\"variant\":\"b\","
-                                     "\"shape\":[1,2,3,4,5,6],\"status\":\"ok\"}]}",
-                                     "six", &bad_file),
+                                     "\"shape\":[1,2,3,4,5,6,7,8],\"status\":\"ok\"}]}",
+                                     "eight", &bad_file),
                 FP_ERR_INVALID_ARGUMENT, "shape");
 
   /* the core refuses a spec with an op that has no shape of its rank */
