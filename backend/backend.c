@@ -158,8 +158,7 @@ uint64_t fp_context_mem_limit(const fp_context *ctx) { return ctx != NULL ? ctx-
       return fp_error(FP_ERR_INVALID_ARGUMENT, fn ": context is NULL");                            \
   } while (0)
 
-static fp_status check_buffer(fp_context *ctx, const fp_buffer *buf, const char *fn,
-                              const char *what) {
+fp_status fp_check_buffer(fp_context *ctx, const fp_buffer *buf, const char *fn, const char *what) {
   if (buf == NULL)
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT, "%s: %s buffer is NULL", fn, what);
   if (buf->magic != FP_BUFFER_MAGIC)
@@ -239,7 +238,7 @@ fp_context *fp_buffer_context(const fp_buffer *buf) {
 fp_status fp_buffer_write(fp_context *ctx, fp_buffer *dst, uint64_t offset, const void *src,
                           uint64_t bytes) {
   CHECK_CTX(ctx, "fp_buffer_write");
-  fp_status st = check_buffer(ctx, dst, "fp_buffer_write", "destination");
+  fp_status st = fp_check_buffer(ctx, dst, "fp_buffer_write", "destination");
   if (st == FP_OK)
     st = check_range(ctx, dst, offset, bytes, "fp_buffer_write", "destination");
   if (st == FP_OK && src == NULL)
@@ -250,7 +249,7 @@ fp_status fp_buffer_write(fp_context *ctx, fp_buffer *dst, uint64_t offset, cons
 fp_status fp_buffer_read(fp_context *ctx, const fp_buffer *src, uint64_t offset, void *dst,
                          uint64_t bytes) {
   CHECK_CTX(ctx, "fp_buffer_read");
-  fp_status st = check_buffer(ctx, src, "fp_buffer_read", "source");
+  fp_status st = fp_check_buffer(ctx, src, "fp_buffer_read", "source");
   if (st == FP_OK)
     st = check_range(ctx, src, offset, bytes, "fp_buffer_read", "source");
   if (st == FP_OK && dst == NULL)
@@ -261,7 +260,7 @@ fp_status fp_buffer_read(fp_context *ctx, const fp_buffer *src, uint64_t offset,
 fp_status fp_buffer_fill(fp_context *ctx, fp_buffer *dst, uint64_t offset, uint64_t bytes,
                          const void *pattern, size_t pattern_size) {
   CHECK_CTX(ctx, "fp_buffer_fill");
-  fp_status st = check_buffer(ctx, dst, "fp_buffer_fill", "destination");
+  fp_status st = fp_check_buffer(ctx, dst, "fp_buffer_fill", "destination");
   if (st == FP_OK)
     st = check_range(ctx, dst, offset, bytes, "fp_buffer_fill", "destination");
   if (st != FP_OK)
@@ -284,9 +283,9 @@ fp_status fp_buffer_fill(fp_context *ctx, fp_buffer *dst, uint64_t offset, uint6
 fp_status fp_buffer_copy(fp_context *ctx, fp_buffer *dst, uint64_t dst_offset, const fp_buffer *src,
                          uint64_t src_offset, uint64_t bytes) {
   CHECK_CTX(ctx, "fp_buffer_copy");
-  fp_status st = check_buffer(ctx, dst, "fp_buffer_copy", "destination");
+  fp_status st = fp_check_buffer(ctx, dst, "fp_buffer_copy", "destination");
   if (st == FP_OK)
-    st = check_buffer(ctx, src, "fp_buffer_copy", "source");
+    st = fp_check_buffer(ctx, src, "fp_buffer_copy", "source");
   if (st == FP_OK)
     st = check_range(ctx, dst, dst_offset, bytes, "fp_buffer_copy", "destination");
   if (st == FP_OK)
@@ -587,7 +586,7 @@ fp_status fp_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd, cons
       }
       char what[32];
       snprintf(what, sizeof what, "argument %d", a);
-      st = check_buffer(ctx, args[a].v.buf, decl->name, what);
+      st = fp_check_buffer(ctx, args[a].v.buf, decl->name, what);
       if (st != FP_OK)
         return st;
       resolved[a].v.handle = args[a].v.buf->handle;
@@ -737,7 +736,7 @@ uint64_t fp_library_gemm_workspace(const fp_device_info *dev, const fp_lib_gemm 
 /* The buffer holds the operand's span of elements of g's type. */
 static fp_status check_operand(fp_context *ctx, const fp_buffer *buf, const char *name,
                                int64_t span, fp_dtype dtype) {
-  fp_status st = check_buffer(ctx, buf, "fp_library_gemm", name);
+  fp_status st = fp_check_buffer(ctx, buf, "fp_library_gemm", name);
   if (st != FP_OK)
     return st;
   const uint64_t need = (uint64_t)span * fp_dtype_size(dtype);
@@ -775,7 +774,7 @@ fp_status fp_library_gemm(fp_context *ctx, const fp_lib_gemm *g, fp_buffer *a, f
   if (st == FP_OK && wants_bias)
     st = check_operand(ctx, bias, "bias", g->N, out);
   if (st == FP_OK && workspace != NULL)
-    st = check_buffer(ctx, workspace, "fp_library_gemm", "workspace");
+    st = fp_check_buffer(ctx, workspace, "fp_library_gemm", "workspace");
   if (st != FP_OK)
     return st;
   if (d == a || d == b || (wants_bias && d == bias))

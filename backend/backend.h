@@ -113,6 +113,13 @@ typedef struct fp_device_info {
   char gemm_library[128];
   uint32_t gemm_library_dtypes;
   bool gemm_library_epilogues;
+  /* The backend's convolution library (fp_library_conv): name and version
+   * ("" when there is none), element types (bit 1 << dtype) and whether it
+   * fuses bias, residual and relu into the convolution (cuDNN's
+   * conv-bias-activation). */
+  char conv_library[128];
+  uint32_t conv_library_dtypes;
+  bool conv_library_epilogues;
 } fp_device_info;
 
 const fp_device_info *fp_context_device(const fp_context *ctx);
@@ -353,6 +360,45 @@ fp_status fp_library_gemm(fp_context *ctx, const fp_lib_gemm *g, fp_buffer *a, f
  * took -- the same number on every later call, as fp_kernel_prepare does for
  * kernel families: the library's share of a variant's compile time. */
 fp_status fp_library_gemm_prepare(fp_context *ctx, fp_dtype dtype, double *compile_ms);
+
+/* A convolution library call: cuDNN on CUDA, the CPU backend's direct
+ * convolution; OpenCL has none (its unfused path is im2col + CLBlast).
+ *   out = act(conv2d(x, w) + bias[k] + z)
+ * with x, w, out in the layouts of kernels.def's family conv (NCHW:
+ * [N,C,H,W], [K,C,R,S], [N,K,P,Q]; NHWC: [N,H,W,C], [K,R,S,C], [N,P,Q,K]),
+ * float32 accumulation (no TF32). NONE is the convolution alone (what an
+ * eager framework calls); BIAS and BIAS_RELU add a [K] bias and, with
+ * add_z, an output-shaped z, in one call where the library fuses them
+ * (conv_library_epilogues). */
+typedef enum fp_lib_conv_epilogue {
+  FP_LIB_CONV_NONE = 0,
+  FP_LIB_CONV_BIAS,
+  FP_LIB_CONV_BIAS_RELU
+} fp_lib_conv_epilogue;
+
+typedef struct fp_lib_conv {
+  fp_dtype dtype;
+  int64_t N, C, H, W, K, R, S;
+  int64_t stride, pad, dil;
+  bool nhwc;
+  fp_lib_conv_epilogue epilogue;
+  bool add_z; /* + z (output-shaped); needs a BIAS epilogue */
+} fp_lib_conv;
+
+/* The output's spatial size along one axis: (H + 2 pad - dil (R - 1) - 1) /
+ * stride + 1, or 0 when the (dilated) filter does not fit the padded input. */
+int64_t fp_conv_out_dim(int64_t H, int64_t R, int64_t stride, int64_t pad, int64_t dil);
+/* FP_OK when dev's library computes c; FP_ERR_UNSUPPORTED saying why, or
+ * FP_ERR_INVALID_ARGUMENT for a malformed descriptor (dims < 1, stride < 1,
+ * pad < 0, a filter larger than the padded input, sizes that overflow). */
+fp_status fp_library_conv_check(const fp_device_info *dev, const fp_lib_conv *c);
+/* Workspace the caller allocates for c (0: none): the most the library may
+ * use (cuDNN: the first algorithm of its heuristics' order that fits it). */
+uint64_t fp_library_conv_workspace(const fp_device_info *dev, const fp_lib_conv *c);
+/* Enqueues c on the context's queue. bias and z may be NULL where the
+ * epilogue reads none; workspace may be NULL. Sizes are checked. */
+fp_status fp_library_conv(fp_context *ctx, const fp_lib_conv *c, fp_buffer *x, fp_buffer *w,
+                          fp_buffer *bias, fp_buffer *z, fp_buffer *out, fp_buffer *workspace);
 
 /* ---- counters --------------------------------------------------------------- */
 

@@ -70,6 +70,10 @@ typedef struct fp_backend_ops {
   /* fp_library_gemm_prepare (NULL: nothing to prepare, 0 ms); dtype is one
    * the library has (the layer checked). */
   fp_status (*library_prepare)(fp_context *ctx, fp_dtype dtype, double *compile_ms);
+  /* The convolution library (NULL: none). The layer has checked c with
+   * fp_library_conv_check and the buffers' sizes; bias, z and ws may be NULL. */
+  fp_status (*library_conv)(fp_context *ctx, const fp_lib_conv *c, void *x, void *w, void *bias,
+                            void *z, void *out, void *ws, uint64_t ws_bytes);
 } fp_backend_ops;
 
 #define FP_ERROR_MESSAGE_BYTES 8192
@@ -102,6 +106,8 @@ struct fp_event {
 };
 
 /* Records an error on the context (and the thread) and returns `status`. */
+/* FP_OK when buf is a live buffer of ctx; else an error naming fn and what. */
+fp_status fp_check_buffer(fp_context *ctx, const fp_buffer *buf, const char *fn, const char *what);
 fp_status fp_ctx_error(fp_context *ctx, fp_status status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))

@@ -475,6 +475,24 @@ fp_status fp_rc_library_gemm(fp_recipe *rc, const fp_lib_gemm *g, fp_buffer *a, 
   return st == FP_OK ? FP_OK : rc_fail(rc, st);
 }
 
+fp_status fp_rc_library_conv(fp_recipe *rc, const fp_lib_conv *c, fp_buffer *x, fp_buffer *w,
+                             fp_buffer *bias, fp_buffer *z, fp_buffer *out, fp_buffer *workspace,
+                             fp_kernel_cost cost) {
+  if (rc->status != FP_OK)
+    return rc->status;
+  fp_status st = fp_library_conv_check(rc->dev, c);
+  if (st != FP_OK)
+    return rc_fail(rc, st);
+  rc->cost.bytes_read += cost.bytes_read;
+  rc->cost.bytes_written += cost.bytes_written;
+  rc->cost.flops += cost.flops;
+  rc->cost.library_calls += 1;
+  if (rc->ctx == NULL)
+    return FP_OK;
+  st = fp_library_conv(rc->ctx, c, x, w, bias, z, out, workspace);
+  return st == FP_OK ? FP_OK : rc_fail(rc, st);
+}
+
 static void recipe_init(fp_recipe *rc, fp_context *ctx, const fp_device_info *dev) {
   memset(rc, 0, sizeof *rc);
   rc->ctx = ctx;

@@ -170,6 +170,30 @@ fp_status fp_prim_binary(fp_recipe *rc, int op, fp_view out, fp_view a, fp_view 
       fp_kcost(view_bytes(a) + view_bytes(b), view_bytes(out), (double)a.M * (double)a.N));
 }
 
+fp_status fp_prim_channel(fp_recipe *rc, int op, fp_dtype dtype, fp_buffer *out, fp_buffer *a,
+                          fp_buffer *const v[4], int64_t total, int64_t inner, int64_t K,
+                          float eps) {
+  const fp_kernel_id id = dtype == FP_F16    ? FPK_prim_channel_f16
+                          : dtype == FP_BF16 ? FPK_prim_channel_bf16
+                                             : FPK_prim_channel;
+  const int nvec = op == FP_CHAN_BN ? 4 : 1;
+  fp_arg args[11];
+  args[0] = fp_arg_tensor(out, dtype);
+  args[1] = fp_arg_tensor(a, dtype);
+  for (int k = 0; k < 4; ++k)
+    args[2 + k] = fp_arg_tensor(k < nvec ? v[k] : NULL, dtype);
+  args[6] = fp_arg_i32(op);
+  args[7] = fp_arg_i64(total);
+  args[8] = fp_arg_i64(inner);
+  args[9] = fp_arg_i64(K);
+  args[10] = fp_arg_f32(eps);
+  const uint64_t size = fp_dtype_size(dtype);
+  fp_ndrange nd = fp_elem_range(rc, total);
+  return fp_rc_launch(rc, id, &nd, args, 11,
+                      fp_kcost(size * (uint64_t)(total + nvec * K), size * (uint64_t)total,
+                               (op == FP_CHAN_BN ? 5.0 : 1.0) * (double)total));
+}
+
 fp_status fp_prim_pad_rows(fp_recipe *rc, fp_dtype dtype, fp_buffer *out, fp_buffer *in,
                            int64_t rows, int64_t cols, int64_t ld_out) {
   fp_kernel_id id = dtype == FP_F16 ? FPK_prim_pad_rows_f16 : FPK_prim_pad_rows_bf16;

@@ -71,6 +71,11 @@ fp_status fp_rc_library_gemm(fp_recipe *rc, const fp_lib_gemm *g, fp_buffer *a, 
                              fp_buffer *c, fp_buffer *d, fp_buffer *bias, fp_buffer *workspace,
                              fp_kernel_cost cost);
 
+/* The same for the backend's convolution library (fp_library_conv). */
+fp_status fp_rc_library_conv(fp_recipe *rc, const fp_lib_conv *c, fp_buffer *x, fp_buffer *w,
+                             fp_buffer *bias, fp_buffer *z, fp_buffer *out, fp_buffer *workspace,
+                             fp_kernel_cost cost);
+
 /* Geometry helpers for the conventions of kernels.def. */
 fp_ndrange fp_elem_range(const fp_recipe *rc, int64_t n);
 /* ROWS: one group per row (up to a cap), local size from N and the device. */
@@ -107,6 +112,12 @@ fp_status fp_prim_binary(fp_recipe *rc, int op, fp_view out, fp_view a, fp_view 
 fp_status fp_prim_reduce_rows(fp_recipe *rc, int op, fp_buffer *out, fp_view a);
 fp_status fp_prim_dropout(fp_recipe *rc, fp_view out, fp_view a, float p, float scale,
                           uint64_t seed, int training);
+/* The per-channel step of a convolution's output (prim_channel_<dt>):
+ * out[i] = a[i] + v[0][c] (FP_CHAN_ADD) or fp_bn(a[i], v[0..3][c], eps)
+ * (FP_CHAN_BN), c = (i / inner) % K; out may be a (in place). */
+fp_status fp_prim_channel(fp_recipe *rc, int op, fp_dtype dtype, fp_buffer *out, fp_buffer *a,
+                          fp_buffer *const v[4], int64_t total, int64_t inner, int64_t K,
+                          float eps);
 /* out [rows, ld_out] = in [rows, cols] with columns cols..ld_out-1 zero
  * (f16/bf16): a GEMM operand whose rows start 16-byte aligned. */
 fp_status fp_prim_pad_rows(fp_recipe *rc, fp_dtype dtype, fp_buffer *out, fp_buffer *in,

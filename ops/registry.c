@@ -15,7 +15,8 @@ static const fp_op *const registry[] = {
     &fp_op_matmul_split_act,  &fp_op_linear_geglu,
     &fp_op_quant_pack,        &fp_op_dequant_unpack,
     &fp_op_relu_pack,         &fp_op_relu_unpack_backward,
-    &fp_op_dw_from_packed,
+    &fp_op_dw_from_packed,    &fp_op_conv_add,
+    &fp_op_conv_relu,         &fp_op_conv_bn,
 };
 
 #define REGISTRY_SIZE ((int)(sizeof registry / sizeof registry[0]))

@@ -57,6 +57,46 @@ static void test_bad_parameters(void **state) {
                 "not a variant");
 }
 
+/* A convolution's bad input: a filter past the padded input, dims or a
+ * stride of 0, and the library call's own checks. */
+static void test_conv_bad_input(void **state) {
+  (void)state;
+  const fp_op *op = fp_op_find("conv_relu");
+  fp_problem p;
+  fp_problem_init(&p, op);
+  const int64_t small[] = {1, 3, 4, 4, 8, 7, 1};
+  FP_ASSERT_OK(fp_problem_set_grid(&p, small, 7));
+  FP_ASSERT_OK(fp_problem_set(&p, "padding", "1"));
+  FP_ASSERT_ERR(fp_problem_validate(&p), FP_ERR_INVALID_ARGUMENT, "does not fit");
+  FP_ASSERT_ERR(fp_problem_set(&p, "stride", "0"), FP_ERR_INVALID_ARGUMENT, "out of range");
+  FP_ASSERT_ERR(fp_problem_set(&p, "C", "0"), FP_ERR_INVALID_ARGUMENT, "C=0");
+  FP_ASSERT_ERR(fp_problem_set(&p, "dilation", "-1"), FP_ERR_INVALID_ARGUMENT, "out of range");
+  const int64_t four[] = {1, 3, 4, 4};
+  FP_ASSERT_ERR(fp_problem_set_grid(&p, four, 4), FP_ERR_INVALID_ARGUMENT, "NxCxHxWxKxRxstride");
+  FP_ASSERT_OK(fp_problem_set(&p, "r", "3")); /* case-insensitive where unique */
+  FP_ASSERT_OK(fp_problem_validate(&p));
+  fp_lib_conv c;
+  memset(&c, 0, sizeof c);
+  c.dtype = FP_F32;
+  c.N = c.C = c.H = c.W = c.K = c.R = c.S = c.stride = c.dil = 1;
+  fp_device_info dev;
+  memset(&dev, 0, sizeof dev);
+  snprintf(dev.conv_library, sizeof dev.conv_library, "test");
+  dev.conv_library_dtypes = 1u << FP_F32;
+  FP_ASSERT_OK(fp_library_conv_check(&dev, &c));
+  c.stride = 0;
+  FP_ASSERT_ERR(fp_library_conv_check(&dev, &c), FP_ERR_INVALID_ARGUMENT, "stride");
+  c.stride = 1;
+  c.R = 3;
+  FP_ASSERT_ERR(fp_library_conv_check(&dev, &c), FP_ERR_INVALID_ARGUMENT, "larger than");
+  c.R = 1;
+  c.dtype = FP_F16;
+  FP_ASSERT_ERR(fp_library_conv_check(&dev, &c), FP_ERR_UNSUPPORTED, "no f16");
+  assert_int_equal(fp_conv_out_dim(56, 3, 2, 1, 1), 28);
+  assert_int_equal(fp_conv_out_dim(224, 7, 2, 3, 1), 112);
+  assert_int_equal(fp_conv_out_dim(3, 5, 1, 0, 1), 0);
+}
+
 static void test_context_errors(void **state) {
   (void)state;
   fp_context *ctx = (fp_context *)&ctx;
@@ -192,7 +232,9 @@ static void test_cost_model(void **state) {
     fp_problem p;
     fp_problem_init(&p, op);
     const int64_t shape[4] = {512, fp_op_grid_rank(op) == 4 ? 128 : 2048, 256, 384};
-    FP_ASSERT_OK(fp_problem_set_grid(&p, shape, fp_op_grid_rank(op)));
+    const int64_t conv_shape[7] = {8, 64, 28, 28, 64, 3, 1}; /* N x C x H x W x K x R x stride */
+    FP_ASSERT_OK(fp_problem_set_grid(&p, fp_op_grid_rank(op) == 7 ? conv_shape : shape,
+                                     fp_op_grid_rank(op)));
     fp_io_desc io;
     op->describe(&p, &io);
     uint64_t in_bytes = 0, out_bytes = 0;
@@ -226,7 +268,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_unknown_names),    cmocka_unit_test(test_bad_parameters),
       cmocka_unit_test(test_context_errors),   cmocka_unit_test(test_cpu_mem_limit_env),
       cmocka_unit_test(test_op_out_of_memory), cmocka_unit_test(test_plan_buffer_errors),
-      cmocka_unit_test(test_cost_model),
+      cmocka_unit_test(test_cost_model),       cmocka_unit_test(test_conv_bad_input),
   };
   int failures = cmocka_run_group_tests_name("errors", tests, NULL, NULL);
   fp_test_env_close();

@@ -39,6 +39,30 @@ static bool may_be_unsupported(const fp_problem *p, const fp_variant *v) {
     g.trans_a = true;
     return fp_library_gemm_check(dev, &g) != FP_OK; /* CLBlast: no bfloat16 */
   }
+  if (strcmp(p->op->family, "conv") == 0) {
+    /* vendor: cuDNN's conv-bias-activation only, never for batch-norm;
+     * unfused: the convolution library, or on OpenCL CLBlast's GEMM of the
+     * type (no bf16; f16 only with cl_khr_fp16) */
+    fp_io_desc io;
+    p->op->describe(p, &io);
+    if (strcmp(v->name, "vendor") == 0)
+      return !dev->conv_library_epilogues || strcmp(p->op->name, "conv_bn") == 0;
+    if (strcmp(v->name, "unfused") == 0)
+      return dev->backend == FP_BACKEND_OPENCL
+                 ? fp_library_gemm_check(dev, &(fp_lib_gemm){.dtype = io.in[0].dtype,
+                                                             .out_dtype = FP_DTYPE_COUNT,
+                                                             .M = 1,
+                                                             .N = 1,
+                                                             .K = 1,
+                                                             .batch = 1,
+                                                             .lda = 1,
+                                                             .ldb = 1,
+                                                             .ldc = 1,
+                                                             .ldd = 1,
+                                                             .alpha = 1.0f}) != FP_OK
+                 : dev->conv_library[0] == '\0';
+    return false;
+  }
   if (strcmp(p->op->family, "matmul") != 0)
     return false;
   if (strcmp(v->name, "vendor") == 0)
@@ -213,6 +237,49 @@ GEMM_TEST(relu_pack, pack_shapes)
 GEMM_TEST(relu_unpack_backward, pack_shapes)
 GEMM_TEST(dw_from_packed, dw_shapes)
 
+/* ---- the convolutions ------------------------------------------------------------------
+ * N x C x H x W x K x R x stride: C = 1, 3, 17 (the tensor-core paths' scalar
+ * gather), multiples of 8 (their 16-byte one), H = W = 1, 7, 33, a 7x7
+ * filter at stride 2, K odd and past a tile; every layout, type, add / bias
+ * choice and variant. test_conv_geometry adds padding, dilation and R != S. */
+static const int64_t conv_shapes[] = {1,  1,  1,  1, 1,  1,  1, 2, 3, 7,  7,  5,  3,   1,  3,  17,
+                                      33, 33, 8,  3, 2,  2,  8, 7, 7, 17, 1,  1,  1,   3,  33, 33,
+                                      16, 7,  2,  2, 16, 9,  9, 8, 3, 1,  1,  64, 14,  14, 72, 3,
+                                      1,  2,  24, 1, 1,  40, 3, 1, 1, 32, 12, 10, 136, 1,  2};
+GEMM_TEST(conv_add, conv_shapes)
+GEMM_TEST(conv_relu, conv_shapes)
+GEMM_TEST(conv_bn, conv_shapes)
+
+/* Padding 0 and 2, dilation 2, a 3x2 filter (S != R), stride 3, a shape given
+ * with 5 dims (R and stride from the parameters), in both layouts. */
+static void test_conv_geometry(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  static const int64_t shape[] = {2, 16, 11, 9, 24};
+  const char *const settings[][4] = {{"R", "3", "padding", "0"},
+                                     {"R", "3", "dilation", "2"},
+                                     {"S", "2", "padding", "2"},
+                                     {"stride", "3", "R", "5"}};
+  const char *const layouts[] = {"nchw", "nhwc"};
+  const char *const dtypes[] = {"f32", "f16"};
+  for (size_t k = 0; k < sizeof settings / sizeof settings[0]; ++k)
+    for (int l = 0; l < 2; ++l)
+      for (int d = 0; d < 2; ++d) {
+        const fp_op *op = fp_op_find("conv_relu");
+        fp_problem p;
+        fp_problem_init(&p, op);
+        FP_ASSERT_OK(fp_problem_set_grid(&p, shape, 5));
+        FP_ASSERT_OK(fp_problem_set(&p, settings[k][0], settings[k][1]));
+        FP_ASSERT_OK(fp_problem_set(&p, settings[k][2], settings[k][3]));
+        FP_ASSERT_OK(fp_problem_set(&p, "layout", layouts[l]));
+        FP_ASSERT_OK(fp_problem_set(&p, "dtype", dtypes[d]));
+        FP_ASSERT_OK(fp_problem_set(&p, "bias", "true"));
+        FP_ASSERT_OK(fp_problem_validate(&p));
+        check_case(&p, fp_op_variant(op, "fused"));
+        check_case(&p, fp_op_variant(op, "unfused"));
+      }
+}
+
 /* The packing rule (fp_quant_code's float32 steps, as the notebook's Triton
  * kernel computes) against its formula in real arithmetic, q = clamp(floor(
  * (x - min) / scale + 0.5 - 1e-6)), on random bf16 groups. They may differ
@@ -257,7 +324,7 @@ static void test_quant_rule_vs_float64(void **state) {
 /* The registry holds exactly the ops above: a new op must get a test line. */
 static void test_registry_covered(void **state) {
   (void)state;
-  assert_int_equal(fp_op_count(), 21);
+  assert_int_equal(fp_op_count(), 24);
   for (int k = 0; k < fp_op_count(); ++k) {
     const fp_op *op = fp_op_at(k);
     assert_non_null(fp_op_variant(op, "fused"));
@@ -722,6 +789,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_relu_unpack_backward),
       cmocka_unit_test(test_dw_from_packed),
       cmocka_unit_test(test_quant_rule_vs_float64),
+      cmocka_unit_test(test_conv_add),
+      cmocka_unit_test(test_conv_relu),
+      cmocka_unit_test(test_conv_bn),
+      cmocka_unit_test(test_conv_geometry),
   };
   int failures = cmocka_run_group_tests_name(fp_backend_name(fp_env.kind), tests, NULL, NULL);
   int code = fp_test_exit_code(failures); /* before close: it looks at the context */

@@ -154,6 +154,9 @@ static fp_status cpu_init(fp_context *ctx, const fp_context_options *opts) {
   fp_copy_string(info->gemm_library, sizeof info->gemm_library, "fuseport CPU GEMM");
   info->gemm_library_dtypes = (1u << FP_F32) | (1u << FP_F16) | (1u << FP_BF16);
   info->gemm_library_epilogues = false;
+  fp_copy_string(info->conv_library, sizeof info->conv_library, "fuseport CPU direct convolution");
+  info->conv_library_dtypes = (1u << FP_F32) | (1u << FP_F16) | (1u << FP_BF16);
+  info->conv_library_epilogues = false;
 
   cpu_state *state = calloc(1, sizeof *state);
   if (state == NULL)
@@ -305,4 +308,5 @@ const fp_backend_ops fp_cpu_backend_ops = {
     .kernel_prepare = cpu_kernel_prepare,
     .launch = cpu_launch,
     .library_gemm = fp_cpu_library_gemm,
+    .library_conv = fp_cpu_library_conv,
 };

@@ -21,6 +21,11 @@ typedef void (*fp_cpu_kernel_fn)(const fp_ndrange *nd, const fp_karg *args);
 fp_status fp_cpu_library_gemm(fp_context *ctx, const fp_lib_gemm *g, void *a, void *b, void *c,
                               void *d, void *bias, void *ws, uint64_t ws_bytes);
 
+/* The CPU backend's library convolution (kernels/cpu/conv.c): a direct
+ * convolution with float accumulation (no fused epilogue). */
+fp_status fp_cpu_library_conv(fp_context *ctx, const fp_lib_conv *c, void *x, void *w, void *bias,
+                              void *z, void *out, void *ws, uint64_t ws_bytes);
+
 /* Argument accessors for kernel bodies. */
 #define FP_CPU_F32P(args, i) ((float *)(args)[i].v.handle)
 #define FP_CPU_I64(args, i) ((args)[i].v.i64)

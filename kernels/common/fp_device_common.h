@@ -22,6 +22,7 @@ typedef long fp_i64;
 #define FP_EXPF(x) exp(x)
 #define FP_FMAXF(a, b) fmax(a, b)
 #define FP_ERFF(x) erf(x)
+#define FP_SQRTF(x) sqrt(x)
 typedef ushort fp_u16;
 #define FP_FLOAT_AS_BITS(x) as_uint(x)
 #define FP_BITS_AS_FLOAT(x) as_float(x)
@@ -36,6 +37,7 @@ typedef long long fp_i64;
 #define FP_EXPF(x) expf(x)
 #define FP_FMAXF(a, b) fmaxf(a, b)
 #define FP_ERFF(x) erff(x)
+#define FP_SQRTF(x) sqrtf(x)
 typedef unsigned short fp_u16;
 /* __float_as_uint is device-only; these functions serve host code too */
 FP_FN fp_u32 fp_float_as_bits_cuda(float x) {
@@ -71,6 +73,7 @@ typedef int64_t fp_i64;
 #define FP_EXPF(x) expf(x)
 #define FP_FMAXF(a, b) fmaxf(a, b)
 #define FP_ERFF(x) erff(x)
+#define FP_SQRTF(x) sqrtf(x)
 typedef uint16_t fp_u16;
 static inline uint32_t fp_float_as_bits_host(float x) {
   uint32_t u;
@@ -124,6 +127,17 @@ static inline float fp_bits_as_float_host(uint32_t u) {
 #define FP_EPI_PAIRED(e) ((e) == FP_EPI_SPLIT_ACT || (e) == FP_EPI_GEGLU)
 #define FP_EPI_READS_BIAS(e) ((e) == FP_EPI_BIAS || (e) == FP_EPI_BIAS_RELU || (e) == FP_EPI_GEGLU)
 #define FP_EPI_READS_ADD(e) ((e) == FP_EPI_ADD || (e) == FP_EPI_ADD_RELU)
+
+/* ---- convolution epilogue and per-channel steps (kernels.def, family conv) --
+ * conv_<dt> takes FP_EPI_NONE .. FP_EPI_ADD_RELU (the GEMM core's unpaired
+ * epilogues, per output channel) or FP_CONV_EPI_BN; prim_channel_<dt> takes
+ * FP_CHAN_*. */
+#define FP_CONV_EPI_BN 8 /* inference batch-norm: fp_bn */
+#define FP_CONV_EPI_VALID(e)                                                                       \
+  (((e) >= FP_EPI_NONE && (e) <= FP_EPI_ADD_RELU) || (e) == FP_CONV_EPI_BN)
+#define FP_CHAN_ADD 0
+#define FP_CHAN_BN 1
+#define FP_CHAN_COUNT 2
 
 /* Philox counter word 3 separates the generator's uses. */
 #define FP_PHILOX_DOMAIN_DROPOUT 0x0u
@@ -412,6 +426,12 @@ FP_FN float fp_epilogue_paired(int epi, float left, float right, float bias_left
   if (epi == FP_EPI_GEGLU)
     return (left + bias_left) * fp_gelu_erf(right + bias_right);
   return fp_sigmoid(left) * FP_TANHF(right);
+}
+
+/* Inference batch-norm of a convolution's output, the definition of SPEC.md
+ * in float: (v - mean) / sqrt(var + eps) * gamma + beta. */
+FP_FN float fp_bn(float v, float mean, float var, float gamma, float beta, float eps) {
+  return (v - mean) / FP_SQRTF(var + eps) * gamma + beta;
 }
 
 #endif

@@ -260,6 +260,48 @@ static void prim_pad_rows16(const fp_ndrange *nd, const fp_karg *args) {
       out[i * ld + j] = j < cols ? in[i * cols + j] : 0;
 }
 
+/* prim_channel_<dt>(out, a, v0, v1, v2, v3, op, total, inner, K, eps): the
+ * per-channel step of a convolution's output; v0..v3 may be none. */
+static float chan_load(const void *p, int dtype, int64_t i) {
+  return dtype == 1   ? fp_f16_bits_to_f32(((const uint16_t *)p)[i])
+         : dtype == 2 ? fp_bf16_bits_to_f32(((const uint16_t *)p)[i])
+                      : ((const float *)p)[i];
+}
+static void prim_channel_any(const fp_karg *args, int dtype) {
+  void *out = args[0].v.handle;
+  const void *a = args[1].v.handle;
+  const void *v0 = args[2].v.handle, *v1 = args[3].v.handle, *v2 = args[4].v.handle,
+             *v3 = args[5].v.handle;
+  const int op = FP_CPU_I32(args, 6);
+  const int64_t total = FP_CPU_I64(args, 7), inner = FP_CPU_I64(args, 8), K = FP_CPU_I64(args, 9);
+  const float eps = FP_CPU_F32(args, 10);
+  for (int64_t i = 0; i < total; ++i) {
+    const int64_t c = (i / inner) % K;
+    const float x = chan_load(a, dtype, i);
+    const float v = op == FP_CHAN_BN ? fp_bn(x, chan_load(v0, dtype, c), chan_load(v1, dtype, c),
+                                             chan_load(v2, dtype, c), chan_load(v3, dtype, c), eps)
+                                     : x + chan_load(v0, dtype, c);
+    if (dtype == 1)
+      ((uint16_t *)out)[i] = fp_f32_to_f16_bits(v);
+    else if (dtype == 2)
+      ((uint16_t *)out)[i] = fp_f32_to_bf16_bits(v);
+    else
+      ((float *)out)[i] = v;
+  }
+}
+static void prim_channel(const fp_ndrange *nd, const fp_karg *args) {
+  (void)nd;
+  prim_channel_any(args, 0);
+}
+static void prim_channel_f16(const fp_ndrange *nd, const fp_karg *args) {
+  (void)nd;
+  prim_channel_any(args, 1);
+}
+static void prim_channel_bf16(const fp_ndrange *nd, const fp_karg *args) {
+  (void)nd;
+  prim_channel_any(args, 2);
+}
+
 void fp_cpu_register_prim(fp_cpu_kernel_fn table[FPK_COUNT]) {
   table[FPK_fill_uniform_f32] = fill_uniform_f32;
   table[FPK_fill_uniform_f16] = fill_uniform_f16;
@@ -276,4 +318,7 @@ void fp_cpu_register_prim(fp_cpu_kernel_fn table[FPK_COUNT]) {
   table[FPK_prim_pad_rows_bf16] = prim_pad_rows16;
   table[FPK_prim_reduce_rows] = prim_reduce_rows;
   table[FPK_prim_dropout] = prim_dropout;
+  table[FPK_prim_channel] = prim_channel;
+  table[FPK_prim_channel_f16] = prim_channel_f16;
+  table[FPK_prim_channel_bf16] = prim_channel_bf16;
 }
