@@ -80,10 +80,12 @@
 #include <CL/cl.h>
 
 #include "backend_impl.h"
+#include "opencl_conv.h"
 #include "opencl_gemm.h"
 
 /* The embedded programs, one per family of kernels.def. */
 #include "fp_cl_compress.h"
+#include "fp_cl_conv.h"
 #include "fp_cl_elementwise.h"
 #include "fp_cl_gemm.h"
 #include "fp_cl_horizontal.h"
@@ -241,6 +243,7 @@ typedef struct cl_state {
    * the programs are built without their _local kernels */
   bool local_rows_fit;
   ocl_gemm *gemm; /* the gemm family's planner and the GEMM library (opencl_gemm.c) */
+  ocl_conv *conv; /* the conv family's planner (opencl_conv.c) */
 } cl_state;
 
 /* What an fp_event handle points to. */
@@ -534,6 +537,7 @@ static void release_state(cl_state *cl) {
   if (cl->queue != NULL)
     clFinish(cl->queue); /* nothing may still run on what is released below */
   ocl_gemm_destroy(cl->gemm);
+  ocl_conv_destroy(cl->conv);
   for (int k = 0; k < FPK_COUNT; ++k) {
     if (cl->kernels[k] != NULL)
       clReleaseKernel(cl->kernels[k]);
@@ -701,7 +705,8 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
   uint32_t row_local = 1, stream_back = 1;
   cl->ptx_level = 2; /* capped by the device in query_device */
   cl->gemm = ocl_gemm_create();
-  if (cl->gemm == NULL) {
+  cl->conv = ocl_conv_create();
+  if (cl->gemm == NULL || cl->conv == NULL) {
     release_state(cl);
     return fp_ctx_error(ctx, FP_ERR_OUT_OF_MEMORY, "opencl backend: host allocation failed");
   }
@@ -1207,16 +1212,20 @@ static fp_status build_family_now(fp_context *ctx, cl_state *cl, fp_kernel_famil
   char ptx_option[32] = "";
   if (ptx_level > 0)
     snprintf(ptx_option, sizeof ptx_option, " -DFP_NV_PTX=%u", ptx_level);
-  /* the gemm family: its tunables' device limits and its own register cap */
+  /* the gemm and conv families: their tunables' device limits and their own
+   * register cap */
   char family_options[256] = "";
+  const bool own_nv_options = family == FPF_gemm || family == FPF_conv;
   if (family == FPF_gemm)
     ocl_gemm_build_options(&ctx->info, cl->device, cl->nv_compiler_options, family_options,
                            sizeof family_options);
+  else if (family == FPF_conv)
+    ocl_conv_build_options(&ctx->info, cl->device, cl->nv_compiler_options, family_options,
+                           sizeof family_options);
   snprintf(options, sizeof options, "%s -DFP_ROW_VEC=%u%s%s%s%s%s%s", FP_CL_BUILD_OPTIONS,
            cl->row_vec, cl->local_rows_fit ? "" : " -DFP_LOCAL_ROW_VEC=0",
-           cl->nv_compiler_options && family != FPF_gemm ? FP_CL_NV_BUILD_OPTIONS : "",
-           family_options, ptx_option, extra != NULL && *extra != '\0' ? " " : "",
-           extra != NULL ? extra : "");
+           cl->nv_compiler_options && !own_nv_options ? FP_CL_NV_BUILD_OPTIONS : "", family_options,
+           ptx_option, extra != NULL && *extra != '\0' ? " " : "", extra != NULL ? extra : "");
 
   const char *source = family_sources[family];
   cl_program program = clCreateProgramWithSource(cl->context, 1, &source, NULL, &err);
@@ -1588,6 +1597,11 @@ static fp_status ocl_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *
   if (ocl_gemm_is_planned(id)) {
     const ocl_gemm_env env = gemm_env(cl);
     st = ocl_gemm_plan(ctx, cl->gemm, &env, id, args, nargs, &kernel, &dims, global, local);
+    if (st != FP_OK)
+      return st;
+  } else if (ocl_conv_is_planned(id)) {
+    const ocl_conv_env env = {cl->context, cl->device, cl->queue, cl->families[FPF_conv].program};
+    st = ocl_conv_plan(ctx, cl->conv, &env, id, args, nargs, &kernel, &dims, global, local);
     if (st != FP_OK)
       return st;
   } else {

@@ -252,3 +252,25 @@ __kernel void fill_bits_u8(__global uchar *out, long n, long seed, int stream) {
 
 FP_PRIM16(f16, fp_f16_bits_to_f32, fp_f32_to_f16_bits)
 FP_PRIM16(bf16, fp_bf16_bits_to_f32, fp_f32_to_bf16_bits)
+
+/* prim_channel_<dt>(out, a, v0, v1, v2, v3, op, total, inner, K, eps)      ELEM
+ * The per-channel step of a convolution's output: c = (i / inner) % K; the
+ * unread vectors may be none (NULL), never dereferenced. */
+#define FP_PRIM_CHANNEL(NAME, T, LOAD, STORE)                                                      \
+  __kernel void NAME(__global T *out, __global const T *a, __global const T *v0,                   \
+                     __global const T *v1, __global const T *v2, __global const T *v3, int op,     \
+                     long total, long inner, long K, float eps) {                                  \
+    const long step = (long)get_global_size(0);                                                    \
+    for (long i = (long)get_global_id(0); i < total; i += step) {                                  \
+      const long c = (i / inner) % K;                                                              \
+      const float x = LOAD(a[i]);                                                                  \
+      const float v = op == FP_CHAN_BN                                                             \
+                          ? fp_bn(x, LOAD(v0[c]), LOAD(v1[c]), LOAD(v2[c]), LOAD(v3[c]), eps)      \
+                          : x + LOAD(v0[c]);                                                       \
+      out[i] = STORE(v);                                                                           \
+    }                                                                                              \
+  }
+#define FP_CHAN_F32_ID(x) (x)
+FP_PRIM_CHANNEL(prim_channel, float, FP_CHAN_F32_ID, FP_CHAN_F32_ID)
+FP_PRIM_CHANNEL(prim_channel_f16, ushort, fp_f16_bits_to_f32, fp_f32_to_f16_bits)
+FP_PRIM_CHANNEL(prim_channel_bf16, ushort, fp_bf16_bits_to_f32, fp_f32_to_bf16_bits)
