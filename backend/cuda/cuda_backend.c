@@ -24,6 +24,7 @@
 
 #include "backend_impl.h"
 #include "cuda_blas.h"
+#include "cuda_dnn.h"
 #include "cuda_kernels.h"
 #include "gemm_plan.h"
 
@@ -61,6 +62,7 @@ typedef struct cuda_state {
   int cc_minor;
   int gemm_force_path; /* FUSEPORT_CUDA_GEMM_PATH: fp_gemm_path, -1 auto */
   fp_cuda_blas *blas;  /* cuBLAS and cuBLASLt, created on first use (cuda_blas.c) */
+  fp_cuda_dnn *dnn;    /* cuDNN, created on first use (cuda_dnn.c) */
 } cuda_state;
 
 static double now_ms(void) {
@@ -333,6 +335,10 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
              major, minor, patch);
     ctx->info.gemm_library_dtypes = (1u << FP_F32) | (1u << FP_F16) | (1u << FP_BF16);
     ctx->info.gemm_library_epilogues = true;
+    if (fp_cuda_dnn_version(ctx->info.conv_library, sizeof ctx->info.conv_library)) {
+      ctx->info.conv_library_dtypes = (1u << FP_F32) | (1u << FP_F16) | (1u << FP_BF16);
+      ctx->info.conv_library_epilogues = true;
+    }
   }
 
 #define FP_KERNEL_FAMILY(family)                                                                   \
@@ -366,6 +372,7 @@ static void cuda_shutdown(fp_context *ctx) {
   if (cudaStreamSynchronize(s->stream) != cudaSuccess)
     (void)cudaGetLastError();
   fp_cuda_blas_destroy(s->blas);
+  fp_cuda_dnn_destroy(s->dnn);
   if (cudaStreamDestroy(s->stream) != cudaSuccess)
     (void)cudaGetLastError();
   free(s);
@@ -559,20 +566,22 @@ static fp_status cuda_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *c
     if (st != FP_OK)
       return st;
     double start = now_ms();
-    if (family == FPF_gemm) { /* every instantiation of every path */
+    if (family == FPF_gemm || family == FPF_conv) { /* every instantiation of every path */
       const void *stubs[1024];
-      const int n = fp_cuda_gemm_stubs(stubs, 1024);
+      const int n =
+          family == FPF_gemm ? fp_cuda_gemm_stubs(stubs, 1024) : fp_cuda_conv_stubs(stubs, 1024);
       for (int k = 0; k < n; ++k) {
-        char which[32];
-        snprintf(which, sizeof which, " (GEMM instantiation %d)", k);
-        st = load_kernel(ctx, stubs[k], "gemm", which);
+        char which[40];
+        snprintf(which, sizeof which, " (%s instantiation %d)",
+                 family == FPF_gemm ? "GEMM" : "conv", k);
+        st = load_kernel(ctx, stubs[k], fp_kernel_family_name(family), which);
         if (st != FP_OK)
           return st;
       }
     }
     for (int k = 0; k < FPK_COUNT; ++k) {
       if (fp_kernel_family_of((fp_kernel_id)k) != family || s->kernels[k] == NULL ||
-          family == FPF_gemm)
+          family == FPF_gemm || fp_cuda_conv_is_planned((fp_kernel_id)k))
         continue;
       const char *name = fp_kernel_name((fp_kernel_id)k);
       st = load_kernel(ctx, s->kernels[k], name, "");
@@ -853,7 +862,8 @@ static fp_status plan_stream_smem(fp_context *ctx, fp_kernel_id id, const void *
   return FP_OK;
 }
 
-/* The GEMM family plans its own launches (kernels/cu/gemm.cu). */
+/* The GEMM family and the convolutions plan their own launches
+ * (kernels/cu/gemm.cu, kernels/cu/conv.cu). */
 static fp_status launch_gemm(fp_context *ctx, fp_kernel_id id, const fp_karg *args, int nargs) {
   cuda_state *s = state_of(ctx);
   fp_status st = use_device(ctx);
@@ -868,7 +878,9 @@ static fp_status launch_gemm(fp_context *ctx, fp_kernel_id id, const fp_karg *ar
   env.stream = s->stream;
   char msg[512];
   int launched = 0;
-  cudaError_t err = fp_cuda_gemm_launch(id, args, nargs, &env, &launched, msg, sizeof msg);
+  cudaError_t err = fp_cuda_conv_is_planned(id)
+                        ? fp_cuda_conv_launch(id, args, nargs, &env, &launched, msg, sizeof msg)
+                        : fp_cuda_gemm_launch(id, args, nargs, &env, &launched, msg, sizeof msg);
   if (err == cudaSuccess)
     err = cudaGetLastError();
   if (err == cudaErrorNotSupported)
@@ -885,7 +897,7 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
                              const fp_karg *args, int nargs) {
   cuda_state *s = state_of(ctx);
   const char *name = fp_kernel_name(id);
-  if (fp_kernel_family_of(id) == FPF_gemm)
+  if (fp_kernel_family_of(id) == FPF_gemm || fp_cuda_conv_is_planned(id))
     return launch_gemm(ctx, id, args, nargs);
 
   unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
@@ -1083,6 +1095,17 @@ static fp_status cuda_library_gemm(fp_context *ctx, const fp_lib_gemm *g, void *
   return fp_cuda_blas_gemm(ctx, s->blas, g, a, b, c, d, bias, ws, ws_bytes);
 }
 
+/* ---- the convolution library ------------------------------------------------------ */
+
+static fp_status cuda_library_conv(fp_context *ctx, const fp_lib_conv *c, void *x, void *w,
+                                   void *bias, void *z, void *out, void *ws, uint64_t ws_bytes) {
+  cuda_state *s = state_of(ctx);
+  fp_status st = use_device(ctx);
+  if (st != FP_OK)
+    return st;
+  return fp_cuda_dnn_conv(ctx, &s->dnn, s->stream, c, x, w, bias, z, out, ws, ws_bytes);
+}
+
 const fp_backend_ops fp_cuda_backend_ops = {
     .kind = FP_BACKEND_CUDA,
     .device_count = cuda_device_count,
@@ -1105,4 +1128,5 @@ const fp_backend_ops fp_cuda_backend_ops = {
     .launch = cuda_launch,
     .library_gemm = cuda_library_gemm,
     .library_prepare = cuda_library_prepare,
+    .library_conv = cuda_library_conv,
 };

@@ -75,6 +75,16 @@ cudaError_t fp_cuda_gemm_launch(fp_kernel_id id, const fp_karg *args, int nargs,
  * loading the family's module. */
 int fp_cuda_gemm_stubs(const void **out, int cap);
 
+/* ---- the convolutions (kernels/cu/conv.cu) ----------------------------------------
+ * conv_<dt> is PLANNED: the backend hands its arguments to
+ * fp_cuda_conv_launch, which picks a path (tensor cores where the layout and
+ * type allow, else CUDA cores) and launches on env->stream. */
+bool fp_cuda_conv_is_planned(fp_kernel_id id);
+cudaError_t fp_cuda_conv_launch(fp_kernel_id id, const fp_karg *args, int nargs,
+                                const fp_cuda_gemm_env *env, int *kernels_launched, char *msg,
+                                size_t msglen);
+int fp_cuda_conv_stubs(const void **out, int cap);
+
 /* Enqueues on `stream` the repetition of a 2, 4, 8 or 16-byte pattern over
  * `bytes` bytes at dst (dst and bytes multiples of pattern_size). Returns the
  * launch status (cudaErrorInvalidValue for another pattern size). */

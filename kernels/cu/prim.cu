@@ -484,6 +484,48 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
       [&](long long i, long long j, float x) { out[i * ld + j] = (unsigned short)x; });
 }
 
+/* prim_channel_<dt>(out, a, v0, v1, v2, v3, op, total, inner, K, eps)      ELEM
+ * The per-channel step of a convolution's output: c = (i / inner) % K. */
+template <class Load, class Store, class T>
+__device__ __forceinline__ void
+prim_channel_run(T *out, const T *a, const T *v0, const T *v1, const T *v2, const T *v3, int op,
+                 long long total, long long inner, long long K, float eps, Load load, Store store) {
+  for (long long i = grid_thread_index(); i < total; i += grid_thread_count()) {
+    const long long c = (i / inner) % K;
+    const float x = load(a[i]);
+    const float v = op == FP_CHAN_BN
+                        ? fp_bn(x, load(v0[c]), load(v1[c]), load(v2[c]), load(v3[c]), eps)
+                        : x + load(v0[c]);
+    out[i] = store(v);
+  }
+}
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    prim_channel(float *out, const float *a, const float *v0, const float *v1, const float *v2,
+                 const float *v3, int op, long long total, long long inner, long long K,
+                 float eps) {
+  prim_channel_run(
+      out, a, v0, v1, v2, v3, op, total, inner, K, eps, [](float v) { return v; },
+      [](float v) { return v; });
+}
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    prim_channel_f16(unsigned short *out, const unsigned short *a, const unsigned short *v0,
+                     const unsigned short *v1, const unsigned short *v2, const unsigned short *v3,
+                     int op, long long total, long long inner, long long K, float eps) {
+  prim_channel_run(
+      out, a, v0, v1, v2, v3, op, total, inner, K, eps,
+      [](unsigned short h) { return fp_f16_bits_to_f32(h); },
+      [](float v) { return (unsigned short)fp_f32_to_f16_bits(v); });
+}
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    prim_channel_bf16(unsigned short *out, const unsigned short *a, const unsigned short *v0,
+                      const unsigned short *v1, const unsigned short *v2, const unsigned short *v3,
+                      int op, long long total, long long inner, long long K, float eps) {
+  prim_channel_run(
+      out, a, v0, v1, v2, v3, op, total, inner, K, eps,
+      [](unsigned short h) { return fp_bf16_bits_to_f32(h); },
+      [](float v) { return (unsigned short)fp_f32_to_bf16_bits(v); });
+}
+
 extern "C" void fp_cuda_register_prim(const void *table[FPK_COUNT]) {
   table[FPK_fill_uniform_f16] = reinterpret_cast<const void *>(&fill_uniform_f16);
   table[FPK_fill_uniform_bf16] = reinterpret_cast<const void *>(&fill_uniform_bf16);
@@ -495,6 +537,9 @@ extern "C" void fp_cuda_register_prim(const void *table[FPK_COUNT]) {
   table[FPK_prim_binary_bf16] = reinterpret_cast<const void *>(&prim_binary_bf16);
   table[FPK_prim_pad_rows_f16] = reinterpret_cast<const void *>(&prim_pad_rows16);
   table[FPK_prim_pad_rows_bf16] = reinterpret_cast<const void *>(&prim_pad_rows16);
+  table[FPK_prim_channel] = reinterpret_cast<const void *>(&prim_channel);
+  table[FPK_prim_channel_f16] = reinterpret_cast<const void *>(&prim_channel_f16);
+  table[FPK_prim_channel_bf16] = reinterpret_cast<const void *>(&prim_channel_bf16);
   table[FPK_fill_uniform_f32] = reinterpret_cast<const void *>(&fill_uniform_f32);
   table[FPK_prim_unary] = reinterpret_cast<const void *>(&prim_unary);
   table[FPK_prim_binary] = reinterpret_cast<const void *>(&prim_binary);
