@@ -29,6 +29,13 @@
 #                 bf16 dW (compress-cuda.json)
 #   torch-compress  bench/torch_compress.py: the notebook's PyTorch path,
 #                 eager, compile and the GEMM alone (compress-torch.json)
+#   check-conv    fuseport check of the conv family on cuda (and its SIMT path
+#                 forced) and NVIDIA OpenCL, odd shapes and ResNet layers
+#   sanitize-conv compute-sanitizer memcheck and racecheck over it
+#   bench-conv    the conv family on cuda: ResNet-50's layers at batch 8 and 32,
+#                 f16 nhwc and f32 (conv-cuda.json)
+#   torch-conv    bench/torch_conv.py: eager, compile and cuDNN's convolution
+#                 alone on the same layers (conv-torch.json)
 #   torch-gemm    torch_bench.py on the matmul family: eager, compile,
 #                 max-autotune and the GEMMs alone (gemm-torch.json,
 #                 gemm-torch.log); GEMM_TORCH_OPS, GEMM_TORCH_SHAPES and
@@ -56,12 +63,18 @@ MEM_OPS=pointwise_chain,bias_gelu,bias_dropout_add,softmax,double_softmax,softma
 GEMM_OPS=matmul_add,matmul_relu,matmul_add_relu,matmul_matmul,matmul_split_act,linear_geglu
 PACK_OPS=quant_pack,dequant_unpack,relu_pack,relu_unpack_backward
 COMPRESS_OPS=$PACK_OPS,dw_from_packed
+CONV_OPS=conv_add,conv_relu,conv_bn
 SWEEP_OPS=${SWEEP_OPS:-$MEM_OPS}
 mkdir -p "$OUT"
 [ -f .gpu/gpu-env.sh ] && . .gpu/gpu-env.sh
 BIN=${BIN:-.gpu/bin}
 # the binaries' libfuseport.so sits beside them (gpu_prepare.sh)
 export LD_LIBRARY_PATH=$PWD/$BIN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# cuDNN (the conv family's library): the system's, else the one PyTorch ships
+if ! ldconfig -p | grep -q 'libcudnn\.so\.9' && [ ! -e /usr/local/cuda/lib64/libcudnn.so.9 ]; then
+  CUDNN_LIB=$(python3 -c 'import os, nvidia.cudnn as m; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
+  [ -n "$CUDNN_LIB" ] && export LD_LIBRARY_PATH=$CUDNN_LIB:$LD_LIBRARY_PATH
+fi
 FP=$BIN/fuseport
 log() { echo "== [$SECONDS s] $*"; }
 left() { echo $((DEADLINE - SECONDS)); }
@@ -210,6 +223,35 @@ stage_torch-compress() {
   PYTHONUNBUFFERED=1 timeout -s INT -k 20 "$budget" python3 bench/torch_compress.py \
     --out "$OUT/compress-torch.json" --bits 2 >"$OUT/compress-torch.log" 2>&1
   echo "torch exit $?"; tail -12 "$OUT/compress-torch.log"
+}
+
+stage_check-conv() {
+  check_both --op "$CONV_OPS"
+  log "the conv family with the SIMT path forced"
+  FUSEPORT_CUDA_GEMM_PATH=simt "$FP" check --backend cuda --quiet --op "$CONV_OPS" | tail -2
+  log "ResNet-50 layers, f16 nhwc (sampled rows)"
+  "$FP" check --backend cuda --quiet --op "$CONV_OPS" --param layout=nhwc --param dtype=f16 \
+    --shapes 32x64x56x56x64x3x1,8x3x224x224x64x7x2,32x1024x14x14x256x1x1,8x512x7x7x512x3x1 \
+    --sample-elems 4000000 | tail -2
+}
+stage_sanitize-conv() {
+  for tool in memcheck racecheck; do
+    log "compute-sanitizer $tool: the conv family"
+    timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$FP" check --backend cuda \
+      --quiet --op "$CONV_OPS" --variant fused >"$OUT/conv-$tool.log" 2>&1
+    echo "$tool exit $?"; tail -3 "$OUT/conv-$tool.log"
+  done
+}
+stage_bench-conv() {
+  sweep conv-cuda.json --backend cuda --op "$CONV_OPS" --shapes "${CONV_SHAPES:-seed}" \
+    --param layout=nhwc --param dtype="${CONV_DTYPES:-f16,f32}" --sample-elems 262144
+}
+stage_torch-conv() {
+  local budget=$(($(left) - 10))
+  log "torch_conv.py for at most $budget s"
+  PYTHONUNBUFFERED=1 timeout -s INT -k 20 "$budget" python3 bench/torch_conv.py \
+    --out "$OUT/conv-torch.json" ${TORCH_CONV_ARGS:-} >"$OUT/conv-torch.log" 2>&1
+  echo "torch exit $?"; tail -12 "$OUT/conv-torch.log"
 }
 
 for stage in "$@"; do
