@@ -38,7 +38,8 @@
 #include <string.h>
 
 #include "fp_device_common.h"
-#include "opencl_gemm.h" /* ocl_error_name, ocl_env_u32 */
+#include "opencl_gemm.h" /* ocl_env_u32 */
+#include "opencl_planned.h"
 
 /* ---- the configurations (kernels/cl/conv.cl, FP_CONV_KERNELS) ------------------------------ */
 
@@ -77,11 +78,7 @@ static const conv_config conv_configs[CONV_CONFIGS] = {
 /* conv.cl keeps tap coordinates and kk digits in ints */
 #define CONV_MAX_DIM (1ll << 30)
 
-typedef struct conv_kernel {
-  cl_kernel kernel; /* NULL: not built for this device, or not usable */
-  size_t pref_multiple;
-  char why[192]; /* why it is not usable */
-} conv_kernel;
+typedef ocl_planned_kernel conv_kernel;
 
 struct ocl_conv {
   bool kernels_ready;
@@ -91,19 +88,13 @@ struct ocl_conv {
 
 ocl_conv *ocl_conv_create(void) { return calloc(1, sizeof(ocl_conv)); }
 
-static void release_kernel(conv_kernel *k) {
-  if (k->kernel != NULL)
-    clReleaseKernel(k->kernel);
-  k->kernel = NULL;
-}
-
 void ocl_conv_destroy(ocl_conv *cv) {
   if (cv == NULL)
     return;
   for (int d = 0; d < CONV_DTYPES; ++d)
     for (int c = 0; c < CONV_CONFIGS; ++c)
       for (int l = 0; l < 2; ++l)
-        release_kernel(&cv->conv[d][c][l]);
+        ocl_planned_kernel_release(&cv->conv[d][c][l]);
   free(cv);
 }
 
@@ -132,105 +123,18 @@ bool ocl_conv_is_planned(fp_kernel_id id) {
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
-static fp_status cl_error(fp_context *ctx, cl_int err, const char *what, const char *name) {
-  return fp_ctx_error(
-      ctx, err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? FP_ERR_OUT_OF_MEMORY : FP_ERR_BACKEND,
-      "%s(%s) failed: %s (%d)", what, name, ocl_error_name(err), (int)err);
-}
-
 /* ---- the kernels ------------------------------------------------------------------------ */
 
 static const char *const dtype_suffix[CONV_DTYPES] = {"f32", "f16", "bf16"};
 
-/* Whether `name` is one of the program's kernels (a ';'-separated list). */
-static bool has_kernel(const char *names, const char *name) {
-  const size_t n = strlen(name);
-  for (const char *p = names; (p = strstr(p, name)) != NULL; p += n)
-    if ((p == names || p[-1] == ';') && (p[n] == '\0' || p[n] == ';'))
-      return true;
-  return false;
-}
-
-/* Creates one configuration's kernel and decides whether the device runs
- * its group of wx x wy. A kernel compiled out (not in `names`) is simply
- * absent. */
-static fp_status make_kernel(fp_context *ctx, const ocl_conv_env *env, const char *names,
-                             const char *name, uint32_t wx, uint32_t wy, const size_t items[3],
-                             cl_ulong device_local, conv_kernel *out) {
-  if (!has_kernel(names, name)) {
-    snprintf(out->why, sizeof out->why, "%s is not built for this device's limits", name);
-    return FP_OK;
-  }
-  cl_int err;
-  cl_kernel k = clCreateKernel(env->program, name, &err);
-  if (err != CL_SUCCESS)
-    return cl_error(ctx, err, "clCreateKernel", name);
-  size_t group = 0, multiple = 1;
-  cl_ulong local = 0;
-  err = clGetKernelWorkGroupInfo(k, env->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof group, &group,
-                                 NULL);
-  const char *what = "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)";
-  if (err == CL_SUCCESS) {
-    what = "clGetKernelWorkGroupInfo(CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE)";
-    err = clGetKernelWorkGroupInfo(k, env->device, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
-                                   sizeof multiple, &multiple, NULL);
-  }
-  if (err == CL_SUCCESS) {
-    what = "clGetKernelWorkGroupInfo(CL_KERNEL_LOCAL_MEM_SIZE)";
-    err = clGetKernelWorkGroupInfo(k, env->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof local, &local,
-                                   NULL);
-  }
-  if (err != CL_SUCCESS) {
-    clReleaseKernel(k);
-    return cl_error(ctx, err, what, name);
-  }
-  const size_t need = (size_t)wx * wy;
-  if (need > group || need > ctx->info.max_group_size || wx > items[0] || wy > items[1] ||
-      local > device_local) {
-    snprintf(out->why, sizeof out->why,
-             "%s: a group of %ux%u needs %zu work-items and %llu bytes of local memory; the "
-             "device allows %zu (this kernel), %u (device), %zux%zu per dimension and %llu bytes",
-             name, wx, wy, need, (unsigned long long)local, group, ctx->info.max_group_size,
-             items[0], items[1], (unsigned long long)device_local);
-    clReleaseKernel(k);
-    return FP_OK;
-  }
-  out->kernel = k;
-  out->pref_multiple = multiple != 0 ? multiple : 1;
-  return FP_OK;
-}
-
 static fp_status ensure_kernels(fp_context *ctx, ocl_conv *cv, const ocl_conv_env *env) {
   if (cv->kernels_ready)
     return FP_OK;
-  if (env->program == NULL)
-    return fp_ctx_error(ctx, FP_ERR_INTERNAL, "opencl conv: the conv program is not built");
-  size_t items[3] = {0, 0, 0};
-  cl_ulong local = 0;
-  cl_uint units = 0;
-  cl_int err =
-      clGetDeviceInfo(env->device, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof items, items, NULL);
-  if (err != CL_SUCCESS)
-    return cl_error(ctx, err, "clGetDeviceInfo", "CL_DEVICE_MAX_WORK_ITEM_SIZES");
-  err = clGetDeviceInfo(env->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL);
-  if (err != CL_SUCCESS)
-    return cl_error(ctx, err, "clGetDeviceInfo", "CL_DEVICE_LOCAL_MEM_SIZE");
-  err = clGetDeviceInfo(env->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL);
-  if (err != CL_SUCCESS)
-    return cl_error(ctx, err, "clGetDeviceInfo", "CL_DEVICE_MAX_COMPUTE_UNITS");
-  cv->compute_units = units != 0 ? units : 1;
-  size_t names_size = 0;
-  err = clGetProgramInfo(env->program, CL_PROGRAM_KERNEL_NAMES, 0, NULL, &names_size);
-  char *names = err == CL_SUCCESS ? calloc(names_size + 1, 1) : NULL;
-  if (err == CL_SUCCESS && names == NULL)
-    return fp_ctx_error(ctx, FP_ERR_OUT_OF_MEMORY, "opencl conv: host allocation failed");
-  if (err == CL_SUCCESS)
-    err = clGetProgramInfo(env->program, CL_PROGRAM_KERNEL_NAMES, names_size, names, NULL);
-  if (err != CL_SUCCESS) {
-    free(names);
-    return cl_error(ctx, err, "clGetProgramInfo", "CL_PROGRAM_KERNEL_NAMES");
-  }
-  fp_status st = FP_OK;
+  ocl_planned_limits lim;
+  fp_status st = ocl_planned_limits_get(ctx, env->device, env->program, "conv", &lim);
+  if (st != FP_OK)
+    return st;
+  cv->compute_units = lim.units;
   static const char *const layout_name[2] = {"nchw_", "nhwc_"};
   for (int d = 0; d < CONV_DTYPES && st == FP_OK; ++d) {
     for (int c = 0; c < CONV_CONFIGS && st == FP_OK; ++c) {
@@ -239,17 +143,17 @@ static fp_status ensure_kernels(fp_context *ctx, ocl_conv *cv, const ocl_conv_en
         char name[64];
         snprintf(name, sizeof name, "%s%s%s", cfg->prefix, cfg->per_layout ? layout_name[l] : "",
                  dtype_suffix[d]);
-        st = make_kernel(ctx, env, names, name, cfg->wx, cfg->wy * cfg->ks, items, local,
-                         &cv->conv[d][c][l]);
+        st = ocl_planned_kernel_make(ctx, env->device, env->program, &lim, name, cfg->wx,
+                                     cfg->wy * cfg->ks, &cv->conv[d][c][l]);
       }
     }
   }
-  free(names);
+  ocl_planned_limits_free(&lim);
   if (st != FP_OK) /* the next launch tries again from nothing */
     for (int d = 0; d < CONV_DTYPES; ++d)
       for (int c = 0; c < CONV_CONFIGS; ++c)
         for (int l = 0; l < 2; ++l)
-          release_kernel(&cv->conv[d][c][l]);
+          ocl_planned_kernel_release(&cv->conv[d][c][l]);
   cv->kernels_ready = st == FP_OK;
   return st;
 }
@@ -257,13 +161,6 @@ static fp_status ensure_kernels(fp_context *ctx, ocl_conv *cv, const ocl_conv_en
 /* ---- the planner ------------------------------------------------------------------------ */
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
-/* The output size along one axis (kernels.def), 0 when the dilated filter
- * does not fit the padded input. */
-static int64_t out_dim(int64_t H, int64_t R, int64_t stride, int64_t pad, int64_t dil) {
-  const int64_t span = H + 2 * pad - dil * (R - 1) - 1;
-  return span < 0 ? 0 : span / stride + 1;
-}
 
 /* FUSEPORT_OPENCL_CONV_TILE: -1 (unset or auto), else the configuration's
  * index; -2 for a value that names none. */
@@ -315,7 +212,8 @@ static fp_status check_args(fp_context *ctx, fp_dtype dt, const fp_karg *args) {
                         "kernel takes padded sizes and dilated filters below 2^30",
                         name, (long long)H, (long long)W, (long long)pad, (long long)dil,
                         (long long)R, (long long)S);
-  const int64_t P_want = out_dim(H, R, stride, pad, dil), Q_want = out_dim(W, S, stride, pad, dil);
+  const int64_t P_want = fp_conv_out_dim(H, R, stride, pad, dil),
+                Q_want = fp_conv_out_dim(W, S, stride, pad, dil);
   if (P_want < 1 || Q_want < 1 || P != P_want || Q != Q_want)
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                         "conv_%s: P=%lld Q=%lld for H=%lld W=%lld R=%lld S=%lld stride=%lld "

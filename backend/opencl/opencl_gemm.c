@@ -55,6 +55,7 @@
  * yet). */
 #define _POSIX_C_SOURCE 200809L
 #include "opencl_gemm.h"
+#include "opencl_planned.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -108,11 +109,7 @@ static const gemm_config gemm_configs[GEMM_CONFIGS] = {
 
 #define GEMM_DTYPES 3 /* f32, f16, bf16: the index is the fp_dtype */
 
-typedef struct gemm_kernel {
-  cl_kernel kernel; /* NULL: not built for this device, or not usable */
-  size_t pref_multiple;
-  char why[192]; /* why it is not usable */
-} gemm_kernel;
+typedef ocl_planned_kernel gemm_kernel;
 
 struct ocl_gemm {
   bool kernels_ready;
@@ -135,21 +132,15 @@ ocl_gemm *ocl_gemm_create(void) { return calloc(1, sizeof(ocl_gemm)); }
 static atomic_int clblast_contexts;
 #endif
 
-static void release_kernel(gemm_kernel *k) {
-  if (k->kernel != NULL)
-    clReleaseKernel(k->kernel);
-  k->kernel = NULL;
-}
-
 void ocl_gemm_destroy(ocl_gemm *g) {
   if (g == NULL)
     return;
   for (int d = 0; d < GEMM_DTYPES; ++d) {
     for (int c = 0; c < GEMM_CONFIGS; ++c) {
-      release_kernel(&g->gemm[d][c]);
-      release_kernel(&g->dw[d][c]);
+      ocl_planned_kernel_release(&g->gemm[d][c]);
+      ocl_planned_kernel_release(&g->dw[d][c]);
     }
-    release_kernel(&g->gemm2[d]);
+    ocl_planned_kernel_release(&g->gemm2[d]);
   }
 #ifdef FUSEPORT_HAVE_CLBLAST
   if (g->lib_used && atomic_fetch_sub(&clblast_contexts, 1) == 1)
@@ -181,12 +172,6 @@ bool ocl_gemm_is_planned(fp_kernel_id id) { return fp_kernel_family_of(id) == FP
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
-static fp_status cl_error(fp_context *ctx, cl_int err, const char *what, const char *name) {
-  return fp_ctx_error(
-      ctx, err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? FP_ERR_OUT_OF_MEMORY : FP_ERR_BACKEND,
-      "%s(%s) failed: %s (%d)", what, name, ocl_error_name(err), (int)err);
-}
-
 /* ---- the planner ------------------------------------------------------------------------ */
 
 static fp_dtype dtype_of(fp_kernel_id id) {
@@ -205,105 +190,26 @@ static fp_dtype dtype_of(fp_kernel_id id) {
 
 static const char *const dtype_suffix[GEMM_DTYPES] = {"f32", "f16", "bf16"};
 
-/* Whether `name` is one of the program's kernels (a ';'-separated list). */
-static bool has_kernel(const char *names, const char *name) {
-  const size_t n = strlen(name);
-  for (const char *p = names; (p = strstr(p, name)) != NULL; p += n)
-    if ((p == names || p[-1] == ';') && (p[n] == '\0' || p[n] == ';'))
-      return true;
-  return false;
-}
-
-/* Creates one variant's kernel and decides whether the device runs its
- * group of wx x wy. A kernel compiled out (not in `names`) is simply
- * absent. */
-static fp_status make_kernel(fp_context *ctx, const ocl_gemm_env *env, const char *names,
-                             const char *name, uint32_t wx, uint32_t wy, const size_t items[3],
-                             cl_ulong device_local, gemm_kernel *out) {
-  if (!has_kernel(names, name)) {
-    snprintf(out->why, sizeof out->why, "%s is not built for this device's limits", name);
-    return FP_OK;
-  }
-  cl_int err;
-  cl_kernel k = clCreateKernel(env->program, name, &err);
-  if (err != CL_SUCCESS)
-    return cl_error(ctx, err, "clCreateKernel", name);
-  size_t group = 0, multiple = 1;
-  cl_ulong local = 0;
-  err = clGetKernelWorkGroupInfo(k, env->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof group, &group,
-                                 NULL);
-  const char *what = "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)";
-  if (err == CL_SUCCESS) {
-    what = "clGetKernelWorkGroupInfo(CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE)";
-    err = clGetKernelWorkGroupInfo(k, env->device, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
-                                   sizeof multiple, &multiple, NULL);
-  }
-  if (err == CL_SUCCESS) {
-    what = "clGetKernelWorkGroupInfo(CL_KERNEL_LOCAL_MEM_SIZE)";
-    err = clGetKernelWorkGroupInfo(k, env->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof local, &local,
-                                   NULL);
-  }
-  if (err != CL_SUCCESS) {
-    clReleaseKernel(k);
-    return cl_error(ctx, err, what, name);
-  }
-  const size_t need = (size_t)wx * wy;
-  if (need > group || need > ctx->info.max_group_size || wx > items[0] || wy > items[1] ||
-      local > device_local) {
-    snprintf(out->why, sizeof out->why,
-             "%s: a group of %ux%u needs %zu work-items and %llu bytes of local memory; the "
-             "device allows %zu (this kernel), %u (device), %zux%zu per dimension and %llu bytes",
-             name, wx, wy, need, (unsigned long long)local, group, ctx->info.max_group_size,
-             items[0], items[1], (unsigned long long)device_local);
-    clReleaseKernel(k);
-    return FP_OK;
-  }
-  out->kernel = k;
-  out->pref_multiple = multiple != 0 ? multiple : 1;
-  return FP_OK;
-}
-
 static fp_status ensure_kernels(fp_context *ctx, ocl_gemm *g, const ocl_gemm_env *env) {
   if (g->kernels_ready)
     return FP_OK;
-  if (env->program == NULL)
-    return fp_ctx_error(ctx, FP_ERR_INTERNAL, "opencl gemm: the gemm program is not built");
-  size_t items[3] = {0, 0, 0};
-  cl_ulong local = 0;
-  cl_uint units = 0;
-  cl_int err =
-      clGetDeviceInfo(env->device, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof items, items, NULL);
-  if (err != CL_SUCCESS)
-    return cl_error(ctx, err, "clGetDeviceInfo", "CL_DEVICE_MAX_WORK_ITEM_SIZES");
-  err = clGetDeviceInfo(env->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL);
-  if (err != CL_SUCCESS)
-    return cl_error(ctx, err, "clGetDeviceInfo", "CL_DEVICE_LOCAL_MEM_SIZE");
-  err = clGetDeviceInfo(env->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL);
-  if (err != CL_SUCCESS)
-    return cl_error(ctx, err, "clGetDeviceInfo", "CL_DEVICE_MAX_COMPUTE_UNITS");
-  g->compute_units = units != 0 ? units : 1;
-  size_t names_size = 0;
-  err = clGetProgramInfo(env->program, CL_PROGRAM_KERNEL_NAMES, 0, NULL, &names_size);
-  char *names = err == CL_SUCCESS ? calloc(names_size + 1, 1) : NULL;
-  if (err == CL_SUCCESS && names == NULL)
-    return fp_ctx_error(ctx, FP_ERR_OUT_OF_MEMORY, "opencl gemm: host allocation failed");
-  if (err == CL_SUCCESS)
-    err = clGetProgramInfo(env->program, CL_PROGRAM_KERNEL_NAMES, names_size, names, NULL);
-  if (err != CL_SUCCESS) {
-    free(names);
-    return cl_error(ctx, err, "clGetProgramInfo", "CL_PROGRAM_KERNEL_NAMES");
-  }
-  fp_status st = FP_OK;
+  ocl_planned_limits lim;
+  fp_status st = ocl_planned_limits_get(ctx, env->device, env->program, "gemm", &lim);
+  if (st != FP_OK)
+    return st;
+  g->compute_units = lim.units;
   for (int d = 0; d < GEMM_DTYPES && st == FP_OK; ++d) {
     char name[64];
     for (int c = 0; c < GEMM_CONFIGS && st == FP_OK; ++c) {
       const gemm_config *cfg = &gemm_configs[c];
       snprintf(name, sizeof name, "%s%s", cfg->prefix, dtype_suffix[d]);
-      st = make_kernel(ctx, env, names, name, cfg->wx, cfg->wy, items, local, &g->gemm[d][c]);
+      st = ocl_planned_kernel_make(ctx, env->device, env->program, &lim, name, cfg->wx, cfg->wy,
+                                   &g->gemm[d][c]);
     }
     snprintf(name, sizeof name, "gemm2_%s", dtype_suffix[d]);
     if (st == FP_OK)
-      st = make_kernel(ctx, env, names, name, GEMM2_WX, GEMM2_WY, items, local, &g->gemm2[d]);
+      st = ocl_planned_kernel_make(ctx, env->device, env->program, &lim, name, GEMM2_WX, GEMM2_WY,
+                                   &g->gemm2[d]);
     /* dw_packed<prefix minus "gemm"><dt>: dw_packed_f32, dw_packed_l_f32, ... */
     for (int c = 0; c < GEMM_CONFIGS && st == FP_OK && d != FP_F16; ++c) {
       const gemm_config *cfg = &gemm_configs[c];
@@ -313,17 +219,18 @@ static fp_status ensure_kernels(fp_context *ctx, ocl_gemm *g, const ocl_gemm_env
         continue;
       }
       snprintf(name, sizeof name, "dw_packed%s%s", cfg->prefix + 4, dtype_suffix[d]);
-      st = make_kernel(ctx, env, names, name, cfg->wx, cfg->wy, items, local, &g->dw[d][c]);
+      st = ocl_planned_kernel_make(ctx, env->device, env->program, &lim, name, cfg->wx, cfg->wy,
+                                   &g->dw[d][c]);
     }
   }
-  free(names);
+  ocl_planned_limits_free(&lim);
   if (st != FP_OK) /* the next launch tries again from nothing */
     for (int d = 0; d < GEMM_DTYPES; ++d) {
       for (int c = 0; c < GEMM_CONFIGS; ++c) {
-        release_kernel(&g->gemm[d][c]);
-        release_kernel(&g->dw[d][c]);
+        ocl_planned_kernel_release(&g->gemm[d][c]);
+        ocl_planned_kernel_release(&g->dw[d][c]);
       }
-      release_kernel(&g->gemm2[d]);
+      ocl_planned_kernel_release(&g->gemm2[d]);
     }
   g->kernels_ready = st == FP_OK;
   return st;
@@ -481,7 +388,8 @@ static fp_status plan_dw(fp_context *ctx, ocl_gemm *g, fp_dtype dt, const fp_kar
     size_t size = 0;
     cl_int err = clGetMemObjectInfo(ws, CL_MEM_SIZE, sizeof size, &size, NULL);
     if (err != CL_SUCCESS)
-      return cl_error(ctx, err, "clGetMemObjectInfo(CL_MEM_SIZE)", "dw_packed's workspace");
+      return ocl_planned_error(ctx, err, "clGetMemObjectInfo(CL_MEM_SIZE)",
+                               "dw_packed's workspace");
     ws_bytes = size;
   }
   const int forced = forced_config();
@@ -726,8 +634,8 @@ static fp_status prepare(fp_context *ctx, ocl_gemm *g, const ocl_gemm_env *env, 
     err = clFinish(env->queue);
   fp_status st = FP_OK;
   if (err != CL_SUCCESS) {
-    st = cl_error(ctx, err, "clCreateBuffer/clEnqueueFillBuffer/clFinish",
-                  "CLBlast preparation operands");
+    st = ocl_planned_error(ctx, err, "clCreateBuffer/clEnqueueFillBuffer/clFinish",
+                           "CLBlast preparation operands");
   } else {
     const double t0 = now_ms();
     fp_lib_gemm one = fp_lib_gemm_plain(dtype, 1, 1, 1, false);
@@ -735,7 +643,7 @@ static fp_status prepare(fp_context *ctx, ocl_gemm *g, const ocl_gemm_env *env, 
     if (st == FP_OK) {
       err = clFinish(env->queue);
       if (err != CL_SUCCESS)
-        st = cl_error(ctx, err, "clFinish", "after CLBlast's first GEMM");
+        st = ocl_planned_error(ctx, err, "clFinish", "after CLBlast's first GEMM");
     }
     if (st == FP_OK) {
       g->lib_ms[dtype] = now_ms() - t0;

@@ -1,0 +1,42 @@
+/* fuseport OpenCL backend: what the planned families (gemm, conv) share --
+ * their kernels are created once per context, each kept only where the
+ * device runs its work-group shape, with the reason kept where it does not. */
+#ifndef FUSEPORT_OPENCL_PLANNED_H
+#define FUSEPORT_OPENCL_PLANNED_H
+
+#include <stdint.h>
+
+#include <CL/cl.h>
+
+#include "backend_impl.h"
+
+/* One configuration's kernel. */
+typedef struct ocl_planned_kernel {
+  cl_kernel kernel; /* NULL: not built for this device, or not usable */
+  size_t pref_multiple;
+  char why[192]; /* why it is not usable */
+} ocl_planned_kernel;
+
+/* What deciding needs of the device and the program. */
+typedef struct ocl_planned_limits {
+  size_t items[3]; /* CL_DEVICE_MAX_WORK_ITEM_SIZES */
+  cl_ulong local;  /* CL_DEVICE_LOCAL_MEM_SIZE */
+  cl_uint units;   /* CL_DEVICE_MAX_COMPUTE_UNITS, at least 1 */
+  char *names;     /* CL_PROGRAM_KERNEL_NAMES (';'-separated); free with the limits */
+} ocl_planned_limits;
+
+/* An OpenCL failure of `what` (on `name`) through the context's error. */
+fp_status ocl_planned_error(fp_context *ctx, cl_int err, const char *what, const char *name);
+/* Queries the limits; `family` names the program in errors. */
+fp_status ocl_planned_limits_get(fp_context *ctx, cl_device_id device, cl_program program,
+                                 const char *family, ocl_planned_limits *out);
+void ocl_planned_limits_free(ocl_planned_limits *l);
+/* Creates kernel `name` and keeps it where the device runs a group of
+ * wx x wy with its local memory; a kernel the program compiled out is absent,
+ * with the reason in out->why. Errors only for failing OpenCL calls. */
+fp_status ocl_planned_kernel_make(fp_context *ctx, cl_device_id device, cl_program program,
+                                  const ocl_planned_limits *lim, const char *name, uint32_t wx,
+                                  uint32_t wy, ocl_planned_kernel *out);
+void ocl_planned_kernel_release(ocl_planned_kernel *k);
+
+#endif
