@@ -9,6 +9,7 @@
 #define FUSEPORT_CPU_KERNELS_H
 
 #include "backend_impl.h"
+#include "fp_device_common.h"
 
 typedef void (*fp_cpu_kernel_fn)(const fp_ndrange *nd, const fp_karg *args);
 
@@ -25,6 +26,32 @@ fp_status fp_cpu_library_gemm(fp_context *ctx, const fp_lib_gemm *g, void *a, vo
  * convolution with float accumulation (no fused epilogue). */
 fp_status fp_cpu_library_conv(fp_context *ctx, const fp_lib_conv *c, void *x, void *w, void *bias,
                               void *z, void *out, void *ws, uint64_t ws_bytes);
+
+/* Element i of a buffer of f32, f16 or bf16 as float; stored from float,
+ * rounded to nearest even (the conversions of fp_device_common.h). */
+static inline float fp_cpu_load_elem(fp_dtype dtype, const void *p, int64_t i) {
+  switch (dtype) {
+  case FP_F16:
+    return fp_f16_bits_to_f32(((const uint16_t *)p)[i]);
+  case FP_BF16:
+    return fp_bf16_bits_to_f32(((const uint16_t *)p)[i]);
+  default:
+    return ((const float *)p)[i];
+  }
+}
+static inline void fp_cpu_store_elem(fp_dtype dtype, void *p, int64_t i, float v) {
+  switch (dtype) {
+  case FP_F16:
+    ((uint16_t *)p)[i] = fp_f32_to_f16_bits(v);
+    break;
+  case FP_BF16:
+    ((uint16_t *)p)[i] = fp_f32_to_bf16_bits(v);
+    break;
+  default:
+    ((float *)p)[i] = v;
+    break;
+  }
+}
 
 /* Argument accessors for kernel bodies. */
 #define FP_CPU_F32P(args, i) ((float *)(args)[i].v.handle)

@@ -8,30 +8,6 @@
 #include "cpu_kernels.h"
 #include "fp_device_common.h"
 
-/* Element i of a buffer of type dtype, as float / stored from float. */
-static float load(const void *p, fp_dtype dtype, int64_t i) {
-  switch (dtype) {
-  case FP_F16:
-    return fp_f16_bits_to_f32(((const uint16_t *)p)[i]);
-  case FP_BF16:
-    return fp_bf16_bits_to_f32(((const uint16_t *)p)[i]);
-  default:
-    return ((const float *)p)[i];
-  }
-}
-static void store(void *p, fp_dtype dtype, int64_t i, float v) {
-  switch (dtype) {
-  case FP_F16:
-    ((uint16_t *)p)[i] = fp_f32_to_f16_bits(v);
-    break;
-  case FP_BF16:
-    ((uint16_t *)p)[i] = fp_f32_to_bf16_bits(v);
-    break;
-  default:
-    ((float *)p)[i] = v;
-  }
-}
-
 /* A convolution's geometry (kernels.def, family conv). */
 typedef struct conv_geom {
   int64_t N, C, H, W, K, R, S, P, Q, stride, pad, dil;
@@ -58,8 +34,9 @@ static void gather_patch(const conv_geom *g, const void *x, fp_dtype dt, int64_t
         const int64_t h = p * g->stride - g->pad + r * g->dil;
         const int64_t w = q * g->stride - g->pad + s * g->dil;
         const int64_t kk = g->nhwc ? (r * g->S + s) * g->C + c : (c * g->R + r) * g->S + s;
-        col[kk] =
-            (h >= 0 && h < g->H && w >= 0 && w < g->W) ? load(x, dt, x_index(g, n, c, h, w)) : 0.0f;
+        col[kk] = (h >= 0 && h < g->H && w >= 0 && w < g->W)
+                      ? fp_cpu_load_elem(dt, x, x_index(g, n, c, h, w))
+                      : 0.0f;
       }
 }
 
@@ -69,7 +46,7 @@ static float *filters_f32(const conv_geom *g, const void *w, fp_dtype dt) {
   float *f = malloc(sizeof(float) * (size_t)(g->K * crs));
   if (f != NULL)
     for (int64_t i = 0; i < g->K * crs; ++i)
-      f[i] = load(w, dt, i); /* both layouts store filter k's taps contiguously */
+      f[i] = fp_cpu_load_elem(dt, w, i); /* both layouts store filter k's taps contiguously */
   return f;
 }
 
@@ -120,15 +97,15 @@ static void emit_epilogue(void *user, const conv_geom *g, int64_t n, int64_t k, 
   const int64_t i = out_index(g, n, k, p, q);
   float v;
   if (o->epi == FP_CONV_EPI_BN) {
-    v = fp_bn(acc, load(o->v[0], o->dt, k), load(o->v[1], o->dt, k), load(o->v[2], o->dt, k),
-              load(o->v[3], o->dt, k), o->eps);
+    v = fp_bn(acc, fp_cpu_load_elem(o->dt, o->v[0], k), fp_cpu_load_elem(o->dt, o->v[1], k),
+              fp_cpu_load_elem(o->dt, o->v[2], k), fp_cpu_load_elem(o->dt, o->v[3], k), o->eps);
   } else {
-    const float extra = FP_EPI_READS_BIAS(o->epi)  ? load(o->v[0], o->dt, k)
-                        : FP_EPI_READS_ADD(o->epi) ? load(o->v[0], o->dt, i)
+    const float extra = FP_EPI_READS_BIAS(o->epi)  ? fp_cpu_load_elem(o->dt, o->v[0], k)
+                        : FP_EPI_READS_ADD(o->epi) ? fp_cpu_load_elem(o->dt, o->v[0], i)
                                                    : 0.0f;
     v = fp_epilogue_unpaired(o->epi, acc, extra);
   }
-  store(o->out, o->dt, i, v);
+  fp_cpu_store_elem(o->dt, o->out, i, v);
 }
 
 /* conv_<dt>(out, x, w, v0, v1, v2, v3, N, C, H, W, K, R, S, P, Q, stride,
@@ -200,8 +177,8 @@ static void im2col_any(const fp_karg *args, fp_dtype dt) {
         gather_patch(&g, x, dt, n, p, q, col);
         const int64_t pix = p * g.Q + q;
         for (int64_t kk = 0; kk < crs; ++kk)
-          store(colbuf, dt, g.nhwc ? (n * pq + pix) * crs + kk : (n * crs + kk) * pq + pix,
-                col[kk]);
+          fp_cpu_store_elem(
+              dt, colbuf, g.nhwc ? (n * pq + pix) * crs + kk : (n * crs + kk) * pq + pix, col[kk]);
       }
   free(col);
 }
@@ -234,13 +211,13 @@ static void emit_library(void *user, const conv_geom *g, int64_t n, int64_t k, i
   const int64_t i = out_index(g, n, k, p, q);
   float v = acc;
   if (o->epi != FP_LIB_CONV_NONE) {
-    v += load(o->bias, o->dt, k);
+    v += fp_cpu_load_elem(o->dt, o->bias, k);
     if (o->z != NULL)
-      v += load(o->z, o->dt, i);
+      v += fp_cpu_load_elem(o->dt, o->z, i);
     if (o->epi == FP_LIB_CONV_BIAS_RELU)
       v = v > 0.0f || v != v ? v : 0.0f;
   }
-  store(o->out, o->dt, i, v);
+  fp_cpu_store_elem(o->dt, o->out, i, v);
 }
 
 fp_status fp_cpu_library_conv(fp_context *ctx, const fp_lib_conv *c, void *x, void *w, void *bias,

@@ -14,31 +14,6 @@
 #include "cpu_kernels.h"
 #include "fp_device_common.h"
 
-static float load_elem(fp_dtype dtype, const void *p, int64_t i) {
-  switch (dtype) {
-  case FP_F16:
-    return fp_f16_bits_to_f32(((const uint16_t *)p)[i]);
-  case FP_BF16:
-    return fp_bf16_bits_to_f32(((const uint16_t *)p)[i]);
-  default:
-    return ((const float *)p)[i];
-  }
-}
-
-static void store_elem(fp_dtype dtype, void *p, int64_t i, float v) {
-  switch (dtype) {
-  case FP_F16:
-    ((uint16_t *)p)[i] = fp_f32_to_f16_bits(v);
-    break;
-  case FP_BF16:
-    ((uint16_t *)p)[i] = fp_f32_to_bf16_bits(v);
-    break;
-  default:
-    ((float *)p)[i] = v;
-    break;
-  }
-}
-
 /* acc[M, NB] (row-major, float) = A @ bp, A [M, K] (a[i*lda + k]) or, trans_a,
  * stored [K, M] (a[k*lda + i]), bp a float [K, NB] panel. false when the
  * host has no memory for A's panel. */
@@ -52,7 +27,7 @@ static bool gemm_acc_panel(fp_dtype dtype, int64_t M, int64_t NB, int64_t K, con
     const int64_t rows = M - i0 < 4 ? M - i0 : 4;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t k = 0; k < K; ++k)
-        ap[r * K + k] = load_elem(dtype, a, trans_a ? k * lda + i0 + r : (i0 + r) * lda + k);
+        ap[r * K + k] = fp_cpu_load_elem(dtype, a, trans_a ? k * lda + i0 + r : (i0 + r) * lda + k);
     for (int64_t r = 0; r < rows; ++r) {
       float *restrict c = acc + (i0 + r) * NB;
       for (int64_t k = 0; k < K; ++k) {
@@ -77,7 +52,7 @@ static bool gemm_acc_t(fp_dtype dtype, int64_t M, int64_t NB, int64_t K, const v
     return false;
   for (int64_t k = 0; k < K; ++k)
     for (int64_t j = 0; j < NB; ++j)
-      bp[k * NB + j] = load_elem(dtype, b, trans_b ? j * ldb + k : k * ldb + j);
+      bp[k * NB + j] = fp_cpu_load_elem(dtype, b, trans_b ? j * ldb + k : k * ldb + j);
   const bool ok = gemm_acc_panel(dtype, M, NB, K, a, lda, trans_a, bp, acc);
   free(bp);
   return ok;
@@ -110,17 +85,17 @@ static void gemm_any(fp_dtype dtype, const fp_karg *args) {
       if (paired) {
         float bl = 0.0f, br = 0.0f;
         if (epi == FP_EPI_GEGLU) {
-          bl = load_elem(dtype, bias, j);
-          br = load_elem(dtype, bias, N + j);
+          bl = fp_cpu_load_elem(dtype, bias, j);
+          br = fp_cpu_load_elem(dtype, bias, N + j);
         }
         v = fp_epilogue_paired(epi, acc[i * NB + j], acc[i * NB + N + j], bl, br);
       } else {
-        float extra = FP_EPI_READS_BIAS(epi)  ? load_elem(dtype, bias, j)
-                      : FP_EPI_READS_ADD(epi) ? load_elem(dtype, add, i * N + j)
+        float extra = FP_EPI_READS_BIAS(epi)  ? fp_cpu_load_elem(dtype, bias, j)
+                      : FP_EPI_READS_ADD(epi) ? fp_cpu_load_elem(dtype, add, i * N + j)
                                               : 0.0f;
         v = fp_epilogue_unpaired(epi, acc[i * NB + j], extra);
       }
-      store_elem(dtype, out, i * N + j, v);
+      fp_cpu_store_elem(dtype, out, i * N + j, v);
     }
   free(acc);
 }
@@ -150,10 +125,10 @@ static void gemm2_any(fp_dtype dtype, const fp_karg *args) {
   if (df != NULL) {
     for (int64_t n = 0; n < N; ++n)
       for (int64_t p = 0; p < P; ++p)
-        df[n * P + p] = load_elem(dtype, d, n * ldd + p);
+        df[n * P + p] = fp_cpu_load_elem(dtype, d, n * ldd + p);
     if (gemm_acc(FP_F32, M, P, N, c, N, df, P, false, o))
       for (int64_t i = 0; i < M * P; ++i)
-        store_elem(dtype, out, i, o[i]);
+        fp_cpu_store_elem(dtype, out, i, o[i]);
     free(df);
   }
   free(c);
@@ -211,7 +186,7 @@ static void dw_packed_any(fp_dtype dtype, const fp_karg *args) {
       }
     if (gemm_acc_panel(FP_BF16, COUT, CIN, K, dy, lddy, true, bp, acc))
       for (int64_t i = 0; i < COUT * CIN; ++i)
-        store_elem(dtype, out, i, acc[i]);
+        fp_cpu_store_elem(dtype, out, i, acc[i]);
   }
   free(bp);
   free(acc);
@@ -264,12 +239,12 @@ fp_status fp_cpu_library_gemm(fp_context *ctx, const fp_lib_gemm *g, void *a, vo
       for (int64_t j = 0; j < g->N; ++j) {
         float v = g->alpha * acc[i * g->N + j];
         if (cb != NULL)
-          v += g->beta * load_elem(out, cb, i * g->ldc + j);
+          v += g->beta * fp_cpu_load_elem(out, cb, i * g->ldc + j);
         if (g->epilogue == FP_LIB_EPI_BIAS || g->epilogue == FP_LIB_EPI_BIAS_RELU)
-          v += load_elem(out, bias, j);
+          v += fp_cpu_load_elem(out, bias, j);
         if (g->epilogue == FP_LIB_EPI_RELU || g->epilogue == FP_LIB_EPI_BIAS_RELU)
           v = v > 0.0f ? v : (isnan(v) ? v : 0.0f);
-        store_elem(out, db, i * g->ldd + j, v);
+        fp_cpu_store_elem(out, db, i * g->ldd + j, v);
       }
   }
   free(acc);

@@ -262,12 +262,7 @@ static void prim_pad_rows16(const fp_ndrange *nd, const fp_karg *args) {
 
 /* prim_channel_<dt>(out, a, v0, v1, v2, v3, op, total, inner, K, eps): the
  * per-channel step of a convolution's output; v0..v3 may be none. */
-static float chan_load(const void *p, int dtype, int64_t i) {
-  return dtype == 1   ? fp_f16_bits_to_f32(((const uint16_t *)p)[i])
-         : dtype == 2 ? fp_bf16_bits_to_f32(((const uint16_t *)p)[i])
-                      : ((const float *)p)[i];
-}
-static void prim_channel_any(const fp_karg *args, int dtype) {
+static void prim_channel_any(const fp_karg *args, fp_dtype dtype) {
   void *out = args[0].v.handle;
   const void *a = args[1].v.handle;
   const void *v0 = args[2].v.handle, *v1 = args[3].v.handle, *v2 = args[4].v.handle,
@@ -277,29 +272,25 @@ static void prim_channel_any(const fp_karg *args, int dtype) {
   const float eps = FP_CPU_F32(args, 10);
   for (int64_t i = 0; i < total; ++i) {
     const int64_t c = (i / inner) % K;
-    const float x = chan_load(a, dtype, i);
-    const float v = op == FP_CHAN_BN ? fp_bn(x, chan_load(v0, dtype, c), chan_load(v1, dtype, c),
-                                             chan_load(v2, dtype, c), chan_load(v3, dtype, c), eps)
-                                     : x + chan_load(v0, dtype, c);
-    if (dtype == 1)
-      ((uint16_t *)out)[i] = fp_f32_to_f16_bits(v);
-    else if (dtype == 2)
-      ((uint16_t *)out)[i] = fp_f32_to_bf16_bits(v);
-    else
-      ((float *)out)[i] = v;
+    const float x = fp_cpu_load_elem(dtype, a, i);
+    const float v = op == FP_CHAN_BN
+                        ? fp_bn(x, fp_cpu_load_elem(dtype, v0, c), fp_cpu_load_elem(dtype, v1, c),
+                                fp_cpu_load_elem(dtype, v2, c), fp_cpu_load_elem(dtype, v3, c), eps)
+                        : x + fp_cpu_load_elem(dtype, v0, c);
+    fp_cpu_store_elem(dtype, out, i, v);
   }
 }
 static void prim_channel(const fp_ndrange *nd, const fp_karg *args) {
   (void)nd;
-  prim_channel_any(args, 0);
+  prim_channel_any(args, FP_F32);
 }
 static void prim_channel_f16(const fp_ndrange *nd, const fp_karg *args) {
   (void)nd;
-  prim_channel_any(args, 1);
+  prim_channel_any(args, FP_F16);
 }
 static void prim_channel_bf16(const fp_ndrange *nd, const fp_karg *args) {
   (void)nd;
-  prim_channel_any(args, 2);
+  prim_channel_any(args, FP_BF16);
 }
 
 void fp_cpu_register_prim(fp_cpu_kernel_fn table[FPK_COUNT]) {
