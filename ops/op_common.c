@@ -457,6 +457,14 @@ fp_status fp_rc_launch(fp_recipe *rc, fp_kernel_id id, const fp_ndrange *nd, con
   return st == FP_OK ? FP_OK : rc_fail(rc, st);
 }
 
+/* A library call's share of the cost model (both runs). */
+static void add_library_call(fp_recipe *rc, fp_kernel_cost cost) {
+  rc->cost.bytes_read += cost.bytes_read;
+  rc->cost.bytes_written += cost.bytes_written;
+  rc->cost.flops += cost.flops;
+  rc->cost.library_calls += 1;
+}
+
 fp_status fp_rc_library_gemm(fp_recipe *rc, const fp_lib_gemm *g, fp_buffer *a, fp_buffer *b,
                              fp_buffer *c, fp_buffer *d, fp_buffer *bias, fp_buffer *workspace,
                              fp_kernel_cost cost) {
@@ -465,10 +473,7 @@ fp_status fp_rc_library_gemm(fp_recipe *rc, const fp_lib_gemm *g, fp_buffer *a, 
   fp_status st = fp_library_gemm_check(rc->dev, g);
   if (st != FP_OK)
     return rc_fail(rc, st);
-  rc->cost.bytes_read += cost.bytes_read;
-  rc->cost.bytes_written += cost.bytes_written;
-  rc->cost.flops += cost.flops;
-  rc->cost.library_calls += 1;
+  add_library_call(rc, cost);
   if (rc->ctx == NULL)
     return FP_OK;
   st = fp_library_gemm(rc->ctx, g, a, b, c, d, bias, workspace);
@@ -483,10 +488,7 @@ fp_status fp_rc_library_conv(fp_recipe *rc, const fp_lib_conv *c, fp_buffer *x, 
   fp_status st = fp_library_conv_check(rc->dev, c);
   if (st != FP_OK)
     return rc_fail(rc, st);
-  rc->cost.bytes_read += cost.bytes_read;
-  rc->cost.bytes_written += cost.bytes_written;
-  rc->cost.flops += cost.flops;
-  rc->cost.library_calls += 1;
+  add_library_call(rc, cost);
   if (rc->ctx == NULL)
     return FP_OK;
   st = fp_library_conv(rc->ctx, c, x, w, bias, z, out, workspace);
