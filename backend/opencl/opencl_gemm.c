@@ -151,21 +151,8 @@ void ocl_gemm_destroy(ocl_gemm *g) {
 
 void ocl_gemm_build_options(const fp_device_info *info, cl_device_id device, bool nv_options,
                             char *buf, size_t cap) {
-  char nv[64] = "";
-  uint32_t regs = GEMM_NV_MAXRREG; /* a bad value is reported at the first launch */
-  if (!ocl_env_u32("FUSEPORT_OPENCL_GEMM_REGS", 32, 255, false, GEMM_NV_MAXRREG, &regs))
-    regs = GEMM_NV_MAXRREG;
-  if (nv_options)
-    snprintf(nv, sizeof nv, " -cl-nv-maxrregcount=%u", regs);
-  /* CPU devices (PoCL) keep the accumulators in memory anyway, and an
-   * unrolled epilogue costs their compiler seconds per kernel */
-  cl_device_type type = 0;
-  const bool cpu =
-      clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS &&
-      (type & CL_DEVICE_TYPE_CPU) != 0;
-  snprintf(buf, cap, " -DFP_GEMM_LOCAL_BYTES=%llu -DFP_GEMM_MAX_GROUP=%u%s%s",
-           (unsigned long long)info->local_mem_bytes, info->max_group_size,
-           cpu ? " -DFP_GEMM_UNROLL_EPILOGUE=0" : "", nv);
+  ocl_planned_build_options(info, device, nv_options, "FP_GEMM", "FUSEPORT_OPENCL_GEMM_REGS",
+                            GEMM_NV_MAXRREG, buf, cap);
 }
 
 bool ocl_gemm_is_planned(fp_kernel_id id) { return fp_kernel_family_of(id) == FPF_gemm; }

@@ -51,6 +51,27 @@ void ocl_planned_limits_free(ocl_planned_limits *l) {
   l->names = NULL;
 }
 
+void ocl_planned_build_options(const fp_device_info *info, cl_device_id device, bool nv_options,
+                               const char *macro, const char *regs_env, uint32_t default_regs,
+                               char *buf, size_t cap) {
+  char nv[64] = "";
+  uint32_t regs = default_regs; /* a bad value is reported at the first launch */
+  if (!ocl_env_u32(regs_env, 32, 255, false, default_regs, &regs))
+    regs = default_regs;
+  if (nv_options)
+    snprintf(nv, sizeof nv, " -cl-nv-maxrregcount=%u", regs);
+  cl_device_type type = 0;
+  const bool cpu =
+      clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS &&
+      (type & CL_DEVICE_TYPE_CPU) != 0;
+  snprintf(buf, cap, " -D%s_LOCAL_BYTES=%llu -D%s_MAX_GROUP=%u%s%s%s", macro,
+           (unsigned long long)info->local_mem_bytes, macro, info->max_group_size, cpu ? " -D" : "",
+           cpu ? macro : "", cpu ? "_UNROLL_EPILOGUE=0" : "");
+  const size_t used = strlen(buf);
+  if (used < cap)
+    snprintf(buf + used, cap - used, "%s", nv);
+}
+
 void ocl_planned_kernel_release(ocl_planned_kernel *k) {
   if (k->kernel != NULL)
     clReleaseKernel(k->kernel);

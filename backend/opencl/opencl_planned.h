@@ -38,5 +38,13 @@ fp_status ocl_planned_kernel_make(fp_context *ctx, cl_device_id device, cl_progr
                                   const ocl_planned_limits *lim, const char *name, uint32_t wx,
                                   uint32_t wy, ocl_planned_kernel *out);
 void ocl_planned_kernel_release(ocl_planned_kernel *k);
+/* A planned family's build options: -D<MACRO>_LOCAL_BYTES and _MAX_GROUP
+ * from the device, <MACRO>_UNROLL_EPILOGUE=0 on CPU devices (PoCL keeps the
+ * accumulators in memory anyway, and an unrolled epilogue costs its compiler
+ * seconds per kernel) and, on NVIDIA (nv_options), a register cap: the
+ * variable regs_env (32..255) or default_regs. */
+void ocl_planned_build_options(const fp_device_info *info, cl_device_id device, bool nv_options,
+                               const char *macro, const char *regs_env, uint32_t default_regs,
+                               char *buf, size_t cap);
 
 #endif
