@@ -64,6 +64,7 @@
 #include <stdint.h>
 
 #include "conv_common.cuh"
+#include "mma_sm80.cuh"
 #include "mma_sm90.cuh"
 
 #if defined(__CUDA_ARCH__) && !FP_SM90A
@@ -132,17 +133,9 @@ __device__ __forceinline__ uint64_t desc_k(uint32_t tile, int kk) {
   return make_smem_desc_sw128(tile + 32 * kk, 16, 8 * kRowBytes);
 }
 
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
+using fpmma::cp_async_16; /* mma_sm80.cuh: cp.async with zero fill */
+using fpmma::cp_async_commit;
+using fpmma::cp_async_wait;
 
 /* The producer's A gather (see the top of the file). */
 template <class T> struct Gather {
@@ -211,24 +204,10 @@ __device__ __forceinline__ void store_tile(const Args<T> &a, const float (&acc)[
     if (a.out16) {
 #pragma unroll
       for (int gi = 0; gi < BN / 32; ++gi) {
-        uint32_t u[4], v[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-        for (int t = 0; t < 4; ++t) {
-          const int l = 4 * (4 * gi + t) + 2 * h;
-          u[t] = pack2<T>(acc[l], acc[l + 1]);
-        }
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          const int send = (q + s) & 3, src = (q - s) & 3;
-          const uint32_t x = send == 0 ? u[0] : send == 1 ? u[1] : send == 2 ? u[2] : u[3];
-          const uint32_t y = __shfl_sync(0xffffffffu, x, (lane & ~3) | src);
-#pragma unroll
-          for (int t = 0; t < 4; ++t)
-            v[t] = src == t ? y : v[t];
-        }
+        const uint4 v = quad_row16<T>(acc, gi, h, lane);
         const int k = n0 + 8 * (4 * gi + q); /* K % 8 == 0: the block is all in or all out */
         if (live && k < g.K)
-          *reinterpret_cast<uint4 *>(a.out + row * g.K + k) = make_uint4(v[0], v[1], v[2], v[3]);
+          *reinterpret_cast<uint4 *>(a.out + row * g.K + k) = v;
       }
     } else if (live) {
 #pragma unroll

@@ -896,12 +896,9 @@ __device__ __forceinline__ void store_direct(T *out, int m, int n, const float (
 }
 
 /* Stores an interior out tile (P % 8 == 0, out 16-byte aligned) in 16-byte
- * writes: a quad's lane q holds columns 2q, 2q + 1 of every 8-column block;
- * four rotations over the quad (round s: lane r sends its block (r + s) & 3
- * of the group, lane q receives lane (q - s) & 3's) give lane q the eight
- * columns of block 4 g + q. The 4-byte stores of store_direct filled the
- * LSU queue: on an H100 (ncu, 8192x128x4096x4096) 43% of the stall cycles
- * were "LG throttle". */
+ * writes (quad_row16). The 4-byte stores of store_direct filled the LSU
+ * queue: on an H100 (ncu, 8192x128x4096x4096) 43% of the stall cycles were
+ * "LG throttle". */
 template <class T, int BN>
 __device__ __forceinline__ void store_quad16(T *out, int n, const float (&acc)[BN / 2], int row0,
                                              int tile_col0, int lane) {
@@ -910,24 +907,8 @@ __device__ __forceinline__ void store_quad16(T *out, int n, const float (&acc)[B
   for (int h = 0; h < 2; ++h) {
     T *dst = out + static_cast<long long>(row0 + 8 * h) * n + tile_col0;
 #pragma unroll
-    for (int g = 0; g < BN / 32; ++g) {
-      uint32_t u[4], v[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const int l = 4 * (4 * g + t) + 2 * h;
-        u[t] = pack2<T>(acc[l], acc[l + 1]);
-      }
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        const int send = (q + s) & 3, src = (q - s) & 3;
-        const uint32_t x = send == 0 ? u[0] : send == 1 ? u[1] : send == 2 ? u[2] : u[3];
-        const uint32_t y = __shfl_sync(0xffffffffu, x, (lane & ~3) | src);
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-          v[r] = src == r ? y : v[r];
-      }
-      *reinterpret_cast<uint4 *>(dst + 8 * (4 * g + q)) = make_uint4(v[0], v[1], v[2], v[3]);
-    }
+    for (int g = 0; g < BN / 32; ++g)
+      *reinterpret_cast<uint4 *>(dst + 8 * (4 * g + q)) = quad_row16<T>(acc, g, h, lane);
   }
 }
 

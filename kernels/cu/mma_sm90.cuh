@@ -457,6 +457,34 @@ template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t w)
   return __bfloat1622float2(h);
 }
 
+/* 16-byte stores of a wgmma accumulator fragment (acc[4 j + 2 h + e]: row
+ * lane / 4 + 8 h, column 8 j + 2 (lane & 3) + e of the warp's tile): a
+ * quad's lane q holds columns 2q, 2q + 1 of every 8-column block; four
+ * rotations over the quad (round s: lane r sends its block (r + s) & 3 of the
+ * group, lane q receives lane (q - s) & 3's) give lane q the eight columns of
+ * block 4 g + q of row half h, packed to T, returned as one 16-byte word.
+ * Every lane of the warp must call it (shuffles). */
+template <class T, int N>
+__device__ __forceinline__ uint4 quad_row16(const float (&acc)[N], int g, int h, int lane) {
+  const int q = lane & 3;
+  uint32_t u[4], v[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    const int l = 4 * (4 * g + t) + 2 * h;
+    u[t] = pack2<T>(acc[l], acc[l + 1]);
+  }
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const int send = (q + s) & 3, src = (q - s) & 3;
+    const uint32_t x = send == 0 ? u[0] : send == 1 ? u[1] : send == 2 ? u[2] : u[3];
+    const uint32_t y = __shfl_sync(0xffffffffu, x, (lane & ~3) | src);
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      v[r] = src == r ? y : v[r];
+  }
+  return make_uint4(v[0], v[1], v[2], v[3]);
+}
+
 /* ---- host: TMA tensor maps ------------------------------------------------------------
  * cuTensorMapEncodeTiled through the runtime's driver entry point (the
  * library links cudart only). */
