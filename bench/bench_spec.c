@@ -145,7 +145,7 @@ int fp_bench_op_shape_count(const fp_bench_spec *s, const fp_op *op) {
 static bool is_grid_param(const fp_op *op, int pi) {
   const int given = op->n_grid_min > 0 ? op->n_grid_min : fp_op_grid_rank(op);
   for (int g = 0; g < given; ++g)
-    if (op->grid_param[g] == pi)
+    if (fp_op_grid_param(op, given, g) == pi)
       return true;
   return false;
 }
@@ -167,8 +167,8 @@ fp_status fp_bench_spec_validate(const fp_bench_spec *s) {
       any = any || op_has_variant(s->ops[k], s->variants[v]);
     if (!any)
       return fp_error(FP_ERR_INVALID_ARGUMENT,
-                      "no selected op has a variant '%s' (the variants are fused, unfused and, "
-                      "for the matmul family, vendor)",
+                      "no selected op has a variant '%s' (the variants are fused, unfused, "
+                      "vendor for the matmul and conv families, memeff for attention)",
                       s->variants[v]);
     for (int j = 0; j < v; ++j)
       if (strcmp(s->variants[v], s->variants[j]) == 0)
@@ -443,7 +443,7 @@ static void group_params_text(const fp_problem *p, int dims, char *buf, size_t l
     size_t name_len = strcspn(tok, "=");
     bool grid = false;
     for (int g = 0; g < dims; ++g) {
-      const char *name = op->params[op->grid_param[g]].name;
+      const char *name = op->params[fp_op_grid_param(op, dims, g)].name;
       grid = grid || (strlen(name) == name_len && strncmp(tok, name, name_len) == 0);
     }
     if (grid)

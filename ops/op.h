@@ -182,6 +182,11 @@ typedef struct fp_op {
    * omitted); the omitted ones keep their parameter's value (a convolution's
    * NxCxHxWxK takes R and stride from --param). */
   int n_grid_min;
+  /* Where set, a shape of exactly n_grid_min dims maps to these parameters
+   * instead of grid_param's leading ones (attention: BxHxSxD beside
+   * BxHxSxSKxD, the key length left to --param). */
+  bool grid_short;
+  int grid_param_short[FP_MAX_GRID_DIMS];
   /* Shapes (n_grid dims each, flattened) for `--shapes seed`, for the
    * benchmark's quick default and for `check`'s default; NULL: the row ops'
    * lists (the seed's 10 x 10 grid, ...). */
@@ -230,6 +235,9 @@ int fp_op_grid_rank(const fp_op *op);
 /* The index of the op's parameter `name` (exact, else case-insensitive where
  * that is unique), or -1. */
 int fp_op_param_index(const fp_op *op, const char *name);
+/* The parameter that dim g of an n-dim shape sets (grid_param, or
+ * grid_param_short for a short shape). */
+int fp_op_grid_param(const fp_op *op, int n, int g);
 /* Whether the op takes shapes of n dims (n_grid_min..n_grid). */
 bool fp_op_takes_rank(const fp_op *op, int n);
 

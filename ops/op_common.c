@@ -161,6 +161,10 @@ fp_status fp_problem_set(fp_problem *p, const char *name, const char *value) {
 
 int fp_op_grid_rank(const fp_op *op) { return op == NULL ? 0 : (op->n_grid > 0 ? op->n_grid : 2); }
 
+int fp_op_grid_param(const fp_op *op, int n, int g) {
+  return op->grid_short && n == op->n_grid_min ? op->grid_param_short[g] : op->grid_param[g];
+}
+
 bool fp_op_takes_rank(const fp_op *op, int n) {
   const int rank = fp_op_grid_rank(op);
   const int lowest = op != NULL && op->n_grid_min > 0 ? op->n_grid_min : rank;
@@ -183,13 +187,13 @@ fp_status fp_problem_set_grid(fp_problem *p, const int64_t *dims, int n) {
                     p->op->n_grid_min > 0 ? "; trailing dims may be left to --param" : "");
   }
   for (int g = 0; g < n; ++g) {
-    int k = p->op->grid_param[g];
+    int k = fp_op_grid_param(p->op, n, g);
     fp_status st = check_range(p->op, &p->op->params[k], (double)dims[g]);
     if (st != FP_OK)
       return st;
   }
   for (int g = 0; g < n; ++g)
-    p->v[p->op->grid_param[g]] = (double)dims[g];
+    p->v[fp_op_grid_param(p->op, n, g)] = (double)dims[g];
   return FP_OK;
 }
 

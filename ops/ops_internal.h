@@ -95,5 +95,6 @@ extern const fp_op fp_op_matmul_add, fp_op_matmul_relu, fp_op_matmul_add_relu, f
 extern const fp_op fp_op_quant_pack, fp_op_dequant_unpack, fp_op_relu_pack,
     fp_op_relu_unpack_backward, fp_op_dw_from_packed;
 extern const fp_op fp_op_conv_add, fp_op_conv_relu, fp_op_conv_bn;
+extern const fp_op fp_op_attention;
 
 #endif

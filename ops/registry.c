@@ -17,6 +17,7 @@ static const fp_op *const registry[] = {
     &fp_op_relu_pack,         &fp_op_relu_unpack_backward,
     &fp_op_dw_from_packed,    &fp_op_conv_add,
     &fp_op_conv_relu,         &fp_op_conv_bn,
+    &fp_op_attention,
 };
 
 #define REGISTRY_SIZE ((int)(sizeof registry / sizeof registry[0]))

@@ -104,10 +104,12 @@ static void test_parse_good(void **state) {
   char *a1[] = {"bench", NULL};
   assert_int_equal(fp_bench_parse_args(1, a1, cli), FP_EXIT_OK);
   assert_int_equal(cli->spec.n_ops, fp_op_count());
-  /* every variant of the ops: fused, unfused and the matmul family's vendor */
-  assert_int_equal(cli->spec.n_variants, 3);
+  /* every variant of the ops: fused, unfused, the matmul family's vendor and
+   * attention's memeff */
+  assert_int_equal(cli->spec.n_variants, 4);
   assert_string_equal(cli->spec.variants[0], "fused");
   assert_string_equal(cli->spec.variants[2], "vendor");
+  assert_string_equal(cli->spec.variants[3], "memeff");
   /* each op's quick default: the row ops' 2 x 2, then the other families'
    * own (the GEMMs' M x N x K, the compress family's K x C and K x CIN x COUT) */
   assert_true(cli->spec.n_shapes > 4);

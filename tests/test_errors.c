@@ -57,6 +57,34 @@ static void test_bad_parameters(void **state) {
                 "not a variant");
 }
 
+/* Attention's bad input: a head dim past the kernels', a length of 0; a
+ * 4-dim shape is B x H x S x D (the key length from the parameters). */
+static void test_attention_bad_input(void **state) {
+  (void)state;
+  const fp_op *op = fp_op_find("attention");
+  assert_non_null(op);
+  fp_problem p;
+  fp_problem_init(&p, op);
+  const int64_t wide[] = {1, 2, 5, 300};
+  FP_ASSERT_OK(fp_problem_set_grid(&p, wide, 4));
+  FP_ASSERT_ERR(fp_problem_validate(&p), FP_ERR_INVALID_ARGUMENT, "D=300");
+  const int64_t short_shape[] = {2, 3, 7, 80};
+  FP_ASSERT_OK(fp_problem_set_grid(&p, short_shape, 4));
+  FP_ASSERT_OK(fp_problem_set(&p, "SK", "11"));
+  FP_ASSERT_OK(fp_problem_validate(&p));
+  assert_int_equal(fp_problem_int(&p, 4), 80); /* D */
+  assert_int_equal(fp_problem_int(&p, 3), 11); /* SK, not a shape dim */
+  fp_io_desc io;
+  op->describe(&p, &io);
+  assert_int_equal(io.in[1].shape[2], 11);
+  assert_int_equal(io.out[0].shape[0], 2 * 3 * 7);
+  const int64_t zero[] = {1, 2, 0, 64};
+  FP_ASSERT_ERR(fp_problem_set_grid(&p, zero, 4), FP_ERR_INVALID_ARGUMENT, "S");
+  FP_ASSERT_ERR(fp_problem_set(&p, "S", "0"), FP_ERR_INVALID_ARGUMENT, "S=0");
+  const int64_t three[] = {1, 2, 3};
+  FP_ASSERT_ERR(fp_problem_set_grid(&p, three, 3), FP_ERR_INVALID_ARGUMENT, "BxHxSxSKxD");
+}
+
 /* A convolution's bad input: a filter past the padded input, dims or a
  * stride of 0, and the library call's own checks. */
 static void test_conv_bad_input(void **state) {
@@ -265,10 +293,11 @@ int main(int argc, char **argv) {
   if (rc != 0 || fp_env.ctx == NULL)
     return rc != 0 ? rc : 1;
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_unknown_names),    cmocka_unit_test(test_bad_parameters),
-      cmocka_unit_test(test_context_errors),   cmocka_unit_test(test_cpu_mem_limit_env),
-      cmocka_unit_test(test_op_out_of_memory), cmocka_unit_test(test_plan_buffer_errors),
-      cmocka_unit_test(test_cost_model),       cmocka_unit_test(test_conv_bad_input),
+      cmocka_unit_test(test_unknown_names),       cmocka_unit_test(test_bad_parameters),
+      cmocka_unit_test(test_context_errors),      cmocka_unit_test(test_cpu_mem_limit_env),
+      cmocka_unit_test(test_op_out_of_memory),    cmocka_unit_test(test_plan_buffer_errors),
+      cmocka_unit_test(test_cost_model),          cmocka_unit_test(test_conv_bad_input),
+      cmocka_unit_test(test_attention_bad_input),
   };
   int failures = cmocka_run_group_tests_name("errors", tests, NULL, NULL);
   fp_test_env_close();

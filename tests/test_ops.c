@@ -63,6 +63,12 @@ static bool may_be_unsupported(const fp_problem *p, const fp_variant *v) {
                  : dev->conv_library[0] == '\0';
     return false;
   }
+  if (strcmp(p->op->family, "attention") == 0) { /* unfused: a GEMM library of the type */
+    fp_io_desc io;
+    p->op->describe(p, &io);
+    fp_lib_gemm g = fp_lib_gemm_plain(io.in[0].dtype, 1, 1, 1, false);
+    return strcmp(v->name, "unfused") == 0 && fp_library_gemm_check(dev, &g) != FP_OK;
+  }
   if (strcmp(p->op->family, "matmul") != 0)
     return false;
   if (strcmp(v->name, "vendor") == 0)
@@ -280,6 +286,44 @@ static void test_conv_geometry(void **state) {
       }
 }
 
+/* ---- attention ------------------------------------------------------------------------
+ * B x H x S x SK x D: S = 1 (decoding), 17, 70; SK below S (causal rows that
+ * see no key) and above it; D = 17 (rows not 16-byte aligned), 64, 80, 128,
+ * 256; every type, causal setting and variant. test_attention_splits forces
+ * the key splits and the memeff chunks that long sequences take. */
+static const int64_t attn_shapes[] = {1, 1, 1, 1,  64,  2, 3, 17, 17, 64, 1, 1, 33, 17, 256,
+                                      2, 2, 1, 90, 128, 1, 1, 17, 40, 17, 1, 2, 70, 70, 80};
+GEMM_TEST(attention, attn_shapes)
+
+/* The split-key path (flash-decoding; memeff's chunks): 3 and 7 splits of
+ * the fused kernel, chunks of 16 keys for memeff -- empty chunks under the
+ * causal mask included -- and two launches each. */
+static void test_attention_splits(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  const fp_op *op = fp_op_find("attention");
+  static const int64_t shapes[][5] = {{2, 2, 1, 100, 64}, {1, 2, 40, 33, 80}, {1, 1, 9, 130, 128}};
+  const char *const splits[] = {"3", "7"};
+  const char *const dtypes[] = {"f32", "f16", "bf16"};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
+    for (int d = 0; d < 3; ++d)
+      for (int causal = 0; causal < 2; ++causal) {
+        fp_problem p;
+        fp_problem_init(&p, op);
+        FP_ASSERT_OK(fp_problem_set_grid(&p, shapes[s], 5));
+        FP_ASSERT_OK(fp_problem_set(&p, "dtype", dtypes[d]));
+        FP_ASSERT_OK(fp_problem_set(&p, "causal", causal ? "true" : "false"));
+        FP_ASSERT_OK(fp_problem_set(&p, "splits", splits[(s + (size_t)d) % 2]));
+        FP_ASSERT_OK(fp_problem_set(&p, "chunk", "16"));
+        for (int v = 0; v < 2; ++v) { /* fused, memeff */
+          fp_cost cost;
+          FP_ASSERT_OK(fp_variant_cost(&p, &op->variants[v], fp_context_device(CTX), &cost));
+          assert_int_equal(cost.kernels, 2);
+          check_case(&p, &op->variants[v]);
+        }
+      }
+}
+
 /* The packing rule (fp_quant_code's float32 steps, as the notebook's Triton
  * kernel computes) against its formula in real arithmetic, q = clamp(floor(
  * (x - min) / scale + 0.5 - 1e-6)), on random bf16 groups. They may differ
@@ -324,7 +368,7 @@ static void test_quant_rule_vs_float64(void **state) {
 /* The registry holds exactly the ops above: a new op must get a test line. */
 static void test_registry_covered(void **state) {
   (void)state;
-  assert_int_equal(fp_op_count(), 24);
+  assert_int_equal(fp_op_count(), 25);
   for (int k = 0; k < fp_op_count(); ++k) {
     const fp_op *op = fp_op_at(k);
     assert_non_null(fp_op_variant(op, "fused"));
@@ -793,6 +837,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_conv_relu),
       cmocka_unit_test(test_conv_bn),
       cmocka_unit_test(test_conv_geometry),
+      cmocka_unit_test(test_attention),
+      cmocka_unit_test(test_attention_splits),
   };
   int failures = cmocka_run_group_tests_name(fp_backend_name(fp_env.kind), tests, NULL, NULL);
   int code = fp_test_exit_code(failures); /* before close: it looks at the context */

@@ -84,6 +84,7 @@
 #include "opencl_gemm.h"
 
 /* The embedded programs, one per family of kernels.def. */
+#include "fp_cl_attention.h"
 #include "fp_cl_compress.h"
 #include "fp_cl_conv.h"
 #include "fp_cl_elementwise.h"

@@ -139,6 +139,10 @@ static inline float fp_bits_as_float_host(uint32_t u) {
 #define FP_CHAN_BN 1
 #define FP_CHAN_COUNT 2
 
+/* ---- attention (kernels.def, family attention) ---------------------------------
+ * The largest head dimension every backend's kernels take. */
+#define FP_ATTN_MAX_D 256
+
 /* Philox counter word 3 separates the generator's uses. */
 #define FP_PHILOX_DOMAIN_DROPOUT 0x0u
 #define FP_PHILOX_DOMAIN_FILL 0x46494c4cu /* "FILL" */

@@ -1,0 +1,1 @@
+/* fuseport OpenCL kernels, family attention (kernels.def): written in the next commit. */
