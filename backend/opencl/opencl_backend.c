@@ -80,6 +80,7 @@
 #include <CL/cl.h>
 
 #include "backend_impl.h"
+#include "opencl_attention.h"
 #include "opencl_conv.h"
 #include "opencl_gemm.h"
 
@@ -245,6 +246,7 @@ typedef struct cl_state {
   bool local_rows_fit;
   ocl_gemm *gemm; /* the gemm family's planner and the GEMM library (opencl_gemm.c) */
   ocl_conv *conv; /* the conv family's planner (opencl_conv.c) */
+  ocl_attn *attn; /* the attention family's planner (opencl_attention.c) */
 } cl_state;
 
 /* What an fp_event handle points to. */
@@ -539,6 +541,7 @@ static void release_state(cl_state *cl) {
     clFinish(cl->queue); /* nothing may still run on what is released below */
   ocl_gemm_destroy(cl->gemm);
   ocl_conv_destroy(cl->conv);
+  ocl_attn_destroy(cl->attn);
   for (int k = 0; k < FPK_COUNT; ++k) {
     if (cl->kernels[k] != NULL)
       clReleaseKernel(cl->kernels[k]);
@@ -707,7 +710,8 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
   cl->ptx_level = 2; /* capped by the device in query_device */
   cl->gemm = ocl_gemm_create();
   cl->conv = ocl_conv_create();
-  if (cl->gemm == NULL || cl->conv == NULL) {
+  cl->attn = ocl_attn_create();
+  if (cl->gemm == NULL || cl->conv == NULL || cl->attn == NULL) {
     release_state(cl);
     return fp_ctx_error(ctx, FP_ERR_OUT_OF_MEMORY, "opencl backend: host allocation failed");
   }
@@ -1213,15 +1217,18 @@ static fp_status build_family_now(fp_context *ctx, cl_state *cl, fp_kernel_famil
   char ptx_option[32] = "";
   if (ptx_level > 0)
     snprintf(ptx_option, sizeof ptx_option, " -DFP_NV_PTX=%u", ptx_level);
-  /* the gemm and conv families: their tunables' device limits and their own
-   * register cap */
+  /* the gemm, conv and attention families: their tunables' device limits
+   * and their own register cap */
   char family_options[256] = "";
-  const bool own_nv_options = family == FPF_gemm || family == FPF_conv;
+  const bool own_nv_options = family == FPF_gemm || family == FPF_conv || family == FPF_attention;
   if (family == FPF_gemm)
     ocl_gemm_build_options(&ctx->info, cl->device, cl->nv_compiler_options, family_options,
                            sizeof family_options);
   else if (family == FPF_conv)
     ocl_conv_build_options(&ctx->info, cl->device, cl->nv_compiler_options, family_options,
+                           sizeof family_options);
+  else if (family == FPF_attention)
+    ocl_attn_build_options(&ctx->info, cl->device, cl->nv_compiler_options, family_options,
                            sizeof family_options);
   snprintf(options, sizeof options, "%s -DFP_ROW_VEC=%u%s%s%s%s%s%s", FP_CL_BUILD_OPTIONS,
            cl->row_vec, cl->local_rows_fit ? "" : " -DFP_LOCAL_ROW_VEC=0",
@@ -1603,6 +1610,12 @@ static fp_status ocl_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *
   } else if (ocl_conv_is_planned(id)) {
     const ocl_conv_env env = {cl->context, cl->device, cl->queue, cl->families[FPF_conv].program};
     st = ocl_conv_plan(ctx, cl->conv, &env, id, args, nargs, &kernel, &dims, global, local);
+    if (st != FP_OK)
+      return st;
+  } else if (ocl_attn_is_planned(id)) {
+    const ocl_attn_env env = {cl->context, cl->device, cl->queue,
+                              cl->families[FPF_attention].program};
+    st = ocl_attn_plan(ctx, cl->attn, &env, id, args, nargs, &kernel, &dims, global, local);
     if (st != FP_OK)
       return st;
   } else {
