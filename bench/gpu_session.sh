@@ -36,6 +36,14 @@
 #                 f16 nhwc and f32 (conv-cuda.json)
 #   torch-conv    bench/torch_conv.py: eager, compile and cuDNN's convolution
 #                 alone on the same layers (conv-torch.json)
+#   check-attention  fuseport check of attention on cuda and NVIDIA OpenCL: the
+#                 odd shapes, forced key splits, and long sequences (sampled rows)
+#   sanitize-attention  compute-sanitizer memcheck and racecheck over it
+#   bench-attention  attention on cuda: ATTN_SHAPES (default: the quick default:
+#                 the goal's shapes and decoding), causal and not, f16
+#                 (ATTN_DTYPES), every variant (attention-cuda.json)
+#   torch-attention  bench/torch_attention.py: eager, SDPA and each of its
+#                 backends on ATTN_SHAPES (attention-torch.json); TORCH_ATTN_ARGS
 #   torch-gemm    torch_bench.py on the matmul family: eager, compile,
 #                 max-autotune and the GEMMs alone (gemm-torch.json,
 #                 gemm-torch.log); GEMM_TORCH_OPS, GEMM_TORCH_SHAPES and
@@ -252,6 +260,39 @@ stage_torch-conv() {
   PYTHONUNBUFFERED=1 timeout -s INT -k 20 "$budget" python3 bench/torch_conv.py \
     --out "$OUT/conv-torch.json" ${TORCH_CONV_ARGS:-} >"$OUT/conv-torch.log" 2>&1
   echo "torch exit $?"; tail -12 "$OUT/conv-torch.log"
+}
+
+stage_check-attention() {
+  check_both --op attention
+  log "attention with forced key splits (flash-decoding) and small memeff chunks"
+  "$FP" check --backend cuda --quiet --op attention --variant fused,memeff --param splits=5 \
+    --param chunk=64 --shapes 2x3x17x64,1x2x1x700x128,1x1x33x17x256,2x2x200x300x80 | tail -2
+  log "long sequences and decoding, f16 and bf16 (sampled rows)"
+  "$FP" check --backend cuda --quiet --op attention --param dtype=f16,bf16 \
+    --shapes 2x16x2048x128,2x32x2048x64,1x8x4097x4097x128,8x32x1x8192x128 \
+    --sample-elems 200000 | tail -2
+}
+stage_sanitize-attention() {
+  for tool in memcheck racecheck; do
+    log "compute-sanitizer $tool: attention"
+    timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$FP" check --backend cuda \
+      --quiet --op attention --variant fused,memeff --param dtype=f16,bf16 --param chunk=64 \
+      --shapes 2x3x17x64,1x2x130x130x128,1x1x33x17x256,2x2x1x300x80 >"$OUT/attention-$tool.log" 2>&1
+    echo "$tool exit $?"; tail -3 "$OUT/attention-$tool.log"
+  done
+}
+stage_bench-attention() {
+  sweep attention-cuda.json --backend cuda --op attention ${ATTN_SHAPES:+--shapes "$ATTN_SHAPES"} \
+    --param causal=false,true --param dtype="${ATTN_DTYPES:-f16}" --sample-elems 262144
+}
+stage_torch-attention() {
+  local budget=$(($(left) - 10))
+  log "torch_attention.py for at most $budget s"
+  PYTHONUNBUFFERED=1 timeout -s INT -k 20 "$budget" python3 bench/torch_attention.py \
+    --out "$OUT/attention-torch.json" --shapes "${ATTN_SHAPES:-default}" --causal false,true \
+    --dtypes "${ATTN_DTYPES:-f16}" --time-limit $((budget - 20)) ${TORCH_ATTN_ARGS:-} \
+    >"$OUT/attention-torch.log" 2>&1
+  echo "torch exit $?"; tail -12 "$OUT/attention-torch.log"
 }
 
 for stage in "$@"; do
