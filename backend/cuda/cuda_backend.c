@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend_impl.h"
+#include "cuda_attention.h"
 #include "cuda_blas.h"
 #include "cuda_dnn.h"
 #include "cuda_kernels.h"
@@ -566,14 +567,16 @@ static fp_status cuda_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *c
     if (st != FP_OK)
       return st;
     double start = now_ms();
-    if (family == FPF_gemm || family == FPF_conv) { /* every instantiation of every path */
+    if (family == FPF_gemm || family == FPF_conv ||
+        family == FPF_attention) { /* every instantiation of every path */
       const void *stubs[1024];
-      const int n =
-          family == FPF_gemm ? fp_cuda_gemm_stubs(stubs, 1024) : fp_cuda_conv_stubs(stubs, 1024);
+      const int n = family == FPF_gemm   ? fp_cuda_gemm_stubs(stubs, 1024)
+                    : family == FPF_conv ? fp_cuda_conv_stubs(stubs, 1024)
+                                         : fp_cuda_attention_stubs(stubs, 1024);
       for (int k = 0; k < n; ++k) {
         char which[40];
         snprintf(which, sizeof which, " (%s instantiation %d)",
-                 family == FPF_gemm ? "GEMM" : "conv", k);
+                 family == FPF_gemm ? "GEMM" : family == FPF_conv ? "conv" : "attention", k);
         st = load_kernel(ctx, stubs[k], fp_kernel_family_name(family), which);
         if (st != FP_OK)
           return st;
@@ -581,7 +584,8 @@ static fp_status cuda_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *c
     }
     for (int k = 0; k < FPK_COUNT; ++k) {
       if (fp_kernel_family_of((fp_kernel_id)k) != family || s->kernels[k] == NULL ||
-          family == FPF_gemm || fp_cuda_conv_is_planned((fp_kernel_id)k))
+          family == FPF_gemm || fp_cuda_conv_is_planned((fp_kernel_id)k) ||
+          fp_cuda_attention_is_planned((fp_kernel_id)k))
         continue;
       const char *name = fp_kernel_name((fp_kernel_id)k);
       st = load_kernel(ctx, s->kernels[k], name, "");
@@ -638,6 +642,9 @@ static cuda_geometry kernel_geometry(fp_kernel_id id) {
   case FPK_cmp_pack_bits:
   case FPK_cmp_unpack_bits:
   case FPK_cmp_mul_mask:
+  case FPK_attention_combine_f32:
+  case FPK_attention_combine_f16:
+  case FPK_attention_combine_bf16:
     return GEOMETRY_ELEM;
   case FPK_prim_reduce_rows:
   case FPK_softmax_fused:
@@ -647,6 +654,9 @@ static cuda_geometry kernel_geometry(fp_kernel_id id) {
   case FPK_norm_chain_fused:
   case FPK_hreduce_pointwise_fused:
   case FPK_hreduce_reduce_fused:
+  case FPK_attn_softmax_f32:
+  case FPK_attn_softmax_f16:
+  case FPK_attn_softmax_bf16:
     return GEOMETRY_ROWS;
   case FPK_quant_pack:
   case FPK_dequant_unpack:
@@ -862,8 +872,8 @@ static fp_status plan_stream_smem(fp_context *ctx, fp_kernel_id id, const void *
   return FP_OK;
 }
 
-/* The GEMM family and the convolutions plan their own launches
- * (kernels/cu/gemm.cu, kernels/cu/conv.cu). */
+/* The GEMM family, the convolutions and attention plan their own launches
+ * (kernels/cu/gemm.cu, kernels/cu/conv.cu, kernels/cu/attention.cu). */
 static fp_status launch_gemm(fp_context *ctx, fp_kernel_id id, const fp_karg *args, int nargs) {
   cuda_state *s = state_of(ctx);
   fp_status st = use_device(ctx);
@@ -878,9 +888,12 @@ static fp_status launch_gemm(fp_context *ctx, fp_kernel_id id, const fp_karg *ar
   env.stream = s->stream;
   char msg[512];
   int launched = 0;
-  cudaError_t err = fp_cuda_conv_is_planned(id)
-                        ? fp_cuda_conv_launch(id, args, nargs, &env, &launched, msg, sizeof msg)
-                        : fp_cuda_gemm_launch(id, args, nargs, &env, &launched, msg, sizeof msg);
+  cudaError_t err =
+      fp_cuda_conv_is_planned(id)
+          ? fp_cuda_conv_launch(id, args, nargs, &env, &launched, msg, sizeof msg)
+      : fp_cuda_attention_is_planned(id)
+          ? fp_cuda_attention_launch(id, args, nargs, &env, &launched, msg, sizeof msg)
+          : fp_cuda_gemm_launch(id, args, nargs, &env, &launched, msg, sizeof msg);
   if (err == cudaSuccess)
     err = cudaGetLastError();
   if (err == cudaErrorNotSupported)
@@ -897,7 +910,8 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
                              const fp_karg *args, int nargs) {
   cuda_state *s = state_of(ctx);
   const char *name = fp_kernel_name(id);
-  if (fp_kernel_family_of(id) == FPF_gemm || fp_cuda_conv_is_planned(id))
+  if (fp_kernel_family_of(id) == FPF_gemm || fp_cuda_conv_is_planned(id) ||
+      fp_cuda_attention_is_planned(id))
     return launch_gemm(ctx, id, args, nargs);
 
   unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
