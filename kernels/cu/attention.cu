@@ -13,9 +13,10 @@
  *         take it only when forced or before sm_80.
  *   SM90  attention_sm90.cu: FlashAttention-3's scheme (TMA, wgmma,
  *         warp-specialised producer, intra-warpgroup overlap, ping-pong),
- *         f16/bf16, D 64 or 128, one split, 16-byte aligned buffers,
+ *         f16/bf16, D 64 or 128, any split, 16-byte aligned buffers,
  *         compute capability 9.0, builds with FUSEPORT_GEMM_SM90 only;
- *         taken by default for S > kSm90MinS (decode keeps SM80).
+ *         taken by default for S > kSm90MinS, split or not (decode keeps
+ *         SM80's split-key tiles).
  * FUSEPORT_CUDA_GEMM_PATH=simt (env->force_path) forces SIMT, =sm80 SM80,
  * =sm90 SM90 wherever eligible. FUSEPORT_CUDA_ATTN_CFG=<name> forces a
  * configuration: an SM90 name (h64, h128, ...) takes SM90 where eligible,
@@ -439,7 +440,7 @@ extern "C" cudaError_t fp_cuda_attention_launch(fp_kernel_id id, const fp_karg *
 }
 
 extern "C" int fp_cuda_attention_stubs(const void **out, int cap) {
-  const void *mine[128]; /* 12 SIMT + 2 x 14 SM80 + 2 x 8 SM90 today */
+  const void *mine[128]; /* 12 SIMT + 2 x 14 SM80 + 2 x (8 + 2) SM90 today */
   int n = 0;
   simt_stubs_t<float>(mine, n);
   simt_stubs_t<__half>(mine, n);

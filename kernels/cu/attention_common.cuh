@@ -121,8 +121,8 @@ cudaError_t sm80_run(const Problem &p, int cfg, cudaStream_t stream);
 int sm80_stubs(const void **out, int cap);
 
 /* ---- the Hopper path (attention_sm90.cu, sm_90a only: FUSEPORT_GEMM_SM90) ------ */
-/* Whether it takes p (f16/bf16, D 64 or 128, one split, 16-byte aligned
- * q, k, v, out); the caller adds compute capability 9.0. */
+/* Whether it takes p (f16/bf16, D 64 or 128, 16-byte aligned q, k, v and
+ * out, or opart where split); the caller adds compute capability 9.0. */
 bool sm90_eligible(const Problem &p);
 /* The configuration named `name` for p's D, or -1. */
 int sm90_find(const char *name, const Problem &p);

@@ -1,11 +1,13 @@
 /* fuseport CUDA kernels, family attention, path SM90: FlashAttention-3's
- * scheme on Hopper (sm_90a) tensor cores, f16/bf16, D = 64 or 128, one
- * split. Semantics: kernels.def, family attention; PTX wrappers and
- * descriptor rules: mma_sm90.cuh; the plan and the other paths:
- * attention.cu, attention_sm80.cu. Built only for sm_90a (CMakeLists.txt's
+ * scheme on Hopper (sm_90a) tensor cores, f16/bf16, D = 64 or 128, any
+ * number of key splits. Semantics: kernels.def, family attention; PTX
+ * wrappers and descriptor rules: mma_sm90.cuh; the plan and the other
+ * paths: attention.cu, attention_sm80.cu. Built only for sm_90a (CMakeLists.txt's
  * fuseport_cuda_sm90 library).
  *
- * A block (384 threads, one an SM) owns BM = 128 query rows of one head:
+ * A block (384 threads, one an SM) owns BM = 128 query rows of one head
+ * and one key chunk (split > 1: keys [c C, min(SK, (c + 1) C)), cut by the
+ * causal limit of the block's last row):
  *   warpgroup 0, the producer (registers cut to kProducerRegs): thread 0
  *     loads q once, then the head's k and v tiles of BN keys with TMA
  *     (3-D maps [B*H, rows, D], boxes of 64 d x rows, 128B swizzle: rows
@@ -33,9 +35,13 @@
  * softmax overlaps the other's GEMMs.
  * Causal blocks take the longest q tiles first and never load key tiles
  * past their last row's limit; rows that see no key keep m = -inf, l = 0
- * (out 0, lse -inf); a block that sees no key writes that directly.
+ * (out 0, lse -inf); a block that sees no key writes that directly, k and
+ * v unread. Key tiles may run past the chunk's end into the next chunk's
+ * keys: the last tile is masked at the chunk's end like the causal limit.
  * Output: o / l rounded, 16 bytes a lane (the quad's lanes exchange their
- * pairs: quad_row16), straight to global memory.
+ * pairs: quad_row16), straight to global memory; split > 1: o / l as
+ * float32 partial rows (quad_row32, two 16-byte stores a lane and block)
+ * and the chunk's logsumexp in lpart.
  */
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -100,6 +106,11 @@ using CfgH128S3 = Cfg<128, 128, 3, true, true>;
   X(CfgH128B, "h128b", 128)                                                                        \
   X(CfgH128S3, "h128s3", 128)
 
+/* The configurations with a split kernel (SPLIT below): the picked ones
+ * (the library's size: each kernel is ~0.25 MB of the fat binary). */
+template <class C>
+constexpr bool kHasSplit = std::is_same<C, CfgH64>::value || std::is_same<C, CfgH128S3>::value;
+
 #define FPATTN90_ID(cfg, name, dp) C_##cfg,
 enum CfgId { FPATTN90_CONFIGS(FPATTN90_ID) C_N };
 #undef FPATTN90_ID
@@ -109,6 +120,9 @@ const char *const kCfgNames[C_N] = {FPATTN90_CONFIGS(FPATTN90_NAME)};
 #define FPATTN90_DP(cfg, name, dp) dp,
 const int kCfgDp[C_N] = {FPATTN90_CONFIGS(FPATTN90_DP)};
 #undef FPATTN90_DP
+#define FPATTN90_SPLIT(cfg, name, dp) kHasSplit<cfg>,
+const bool kCfgSplit[C_N] = {FPATTN90_CONFIGS(FPATTN90_SPLIT)};
+#undef FPATTN90_SPLIT
 
 __device__ __forceinline__ void named_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
@@ -152,48 +166,111 @@ template <class C> __device__ __forceinline__ uint64_t desc_v(uint32_t v, int kk
   return make_smem_desc_sw128(v + kk * 16 * 128, C::BN * 128, 1024);
 }
 
-template <class T, class C>
+/* quad_row16's float32 form (split partials): lane q of a quad gets the
+ * eight columns of block 4 g + q of row half h as two float4 (columns
+ * 0..3, 4..7 of the block). Every lane of the warp must call it. */
+template <int N>
+__device__ __forceinline__ void quad_row32(const float (&acc)[N], int g, int h, int lane,
+                                           float4 &w0, float4 &w1) {
+  const int q = lane & 3;
+  float u0[4], u1[4], v0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, v1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    const int l = 4 * (4 * g + t) + 2 * h;
+    u0[t] = acc[l];
+    u1[t] = acc[l + 1];
+  }
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const int send = (q + s) & 3, src = (q - s) & 3;
+    const float x0 = send == 0 ? u0[0] : send == 1 ? u0[1] : send == 2 ? u0[2] : u0[3];
+    const float x1 = send == 0 ? u1[0] : send == 1 ? u1[1] : send == 2 ? u1[2] : u1[3];
+    const float y0 = __shfl_sync(0xffffffffu, x0, (lane & ~3) | src);
+    const float y1 = __shfl_sync(0xffffffffu, x1, (lane & ~3) | src);
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      v0[r] = src == r ? y0 : v0[r];
+      v1[r] = src == r ? y1 : v1[r];
+    }
+  }
+  w0 = make_float4(v0[0], v1[0], v0[1], v1[1]);
+  w1 = make_float4(v0[2], v1[2], v0[3], v1[3]);
+}
+
+/* SPLIT: splits > 1 (chunks, float partials); else the one-split kernel,
+ * the chunk loop folded away (its registers: no spills). */
+template <class T, class C, bool SPLIT>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_sm90_kernel(const __grid_constant__ CUtensorMap tq,
                           const __grid_constant__ CUtensorMap tk,
-                          const __grid_constant__ CUtensorMap tv, const Params a,
-                          const int hgroup) {
+                          const __grid_constant__ CUtensorMap tv, const Params a, const int hgroup,
+                          const int cpb) {
 #if FP_SM90A
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                               ~uintptr_t(1023));
   const Smem<C> sm{smem_u32(smem)};
 
-  /* block -> (q tile, head): heads in groups of hgroup, a group's blocks
-   * tile-major, so the blocks in flight share a few heads' k and v in L2;
-   * causal: a group's longest tiles first (hgroup 1: the tiles of a head
-   * next to each other) */
+  /* block -> (q tile, head, chunks [c0, c1)): a block takes cpb
+   * consecutive chunks of its q tile (splits > 1), one after the other
+   * through the same k/v ring, q loaded once. The units (head, chunk
+   * group), group fastest, in groups of hgroup units (whole heads: the
+   * host passes heads * groups), a group's blocks tile-major, so the
+   * blocks in flight share a few heads' k and v in L2; causal: a group's
+   * longest tiles first (hgroup 1: the tiles of a head next to each other) */
+  const int nsub = SPLIT ? (a.splits + cpb - 1) / cpb : 1;
   const long long ntiles = (a.S + kBM - 1) / kBM;
+  const long long units = (long long)a.bh * nsub;
   const long long per_group = (long long)hgroup * ntiles;
   const long long grp = (long long)blockIdx.x / per_group;
   const long long first = grp * hgroup;
-  const long long gsize = a.bh - first < hgroup ? a.bh - first : hgroup;
+  const long long gsize = units - first < hgroup ? units - first : hgroup;
   const long long r = (long long)blockIdx.x - grp * per_group;
   long long tile = r / gsize;
-  const int bh = (int)(first + (r - tile * gsize));
+  const long long unit = first + (r - tile * gsize);
+  const int bh = nsub == 1 ? (int)unit : (int)(unit / nsub);
+  const int c0 = nsub == 1 ? 0 : (int)(unit - (long long)bh * nsub) * cpb;
+  const int c1 = !SPLIT ? 1 : c0 + cpb < a.splits ? c0 + cpb : a.splits;
   if (a.causal)
     tile = ntiles - 1 - tile;
   const long long m0 = tile * kBM;
   const long long row0 = (long long)bh * a.S + m0;
-  long long lo, hi;
-  key_range(a, m0, kBM, 0, lo, hi); /* lo = 0: one split */
-  const int nkt = hi > lo ? (int)((hi - lo + C::BN - 1) / C::BN) : 0;
+  /* the key tiles of chunk c for the block: [lo, lo + nkt BN), cut at hi
+   * (the chunk's end and the last row's causal limit); the chunks that
+   * have any are c0 .. ce - 1 (the causal limit cuts the later ones) */
+  auto tiles_of = [&](int c, long long &lo, long long &hi) {
+    key_range(a, m0, kBM, c, lo, hi);
+    return hi > lo ? (int)((hi - lo + C::BN - 1) / C::BN) : 0;
+  };
+  int ce = c0;
+  for (; ce < c1; ++ce) {
+    long long lo, hi;
+    if (tiles_of(ce, lo, hi) == 0)
+      break;
+  }
 
-  if (nkt == 0) { /* no key for any row: out 0, lse -inf */
+  if (ce == c0) { /* no key for any row: out 0 (zero partials), lse -inf */
     if (threadIdx.x >= 128) {
       const int ct = threadIdx.x - 128;
-      for (long long i = ct; i < (long long)kBM * a.D; i += 256) {
-        const long long r = i / a.D;
-        if (m0 + r < a.S)
-          static_cast<T *>(a.out)[(row0 + r) * a.D + (i - r * a.D)] = Storage<T>::from_float(0.0f);
+      if (!SPLIT) {
+        for (long long i = ct; i < (long long)kBM * a.D; i += 256) {
+          const long long rr = i / a.D;
+          if (m0 + rr < a.S)
+            static_cast<T *>(a.out)[(row0 + rr) * a.D + (i - rr * a.D)] =
+                Storage<T>::from_float(0.0f);
+        }
+      } else {
+        const long long nrow = a.S - m0 < kBM ? a.S - m0 : kBM;
+        for (int c = c0; c < c1; ++c) {
+          float4 *op = reinterpret_cast<float4 *>(static_cast<float *>(a.opart) +
+                                                  ((long long)c * a.R + row0) * C::DP);
+          for (long long i = ct; i < nrow * (C::DP / 4); i += 256)
+            op[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
       }
-      if (ct < kBM && m0 + ct < a.S && a.lse != nullptr)
-        a.lse[row0 + ct] = -CUDART_INF_F;
+      if (ct < kBM && m0 + ct < a.S)
+        for (int c = c0; c < c1; ++c)
+          store_row_lse(a, row0 + ct, c, -CUDART_INF_F);
     }
     return;
   }
@@ -222,21 +299,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int db = 0; db < C::DP / 64; ++db)
         tma_load_3d(sm.q() + db * kBM * 128, &tq, sm.qfull(), db * 64, (int)m0, bh);
       Ring<C::ST> ring;
-      for (int j = 0; j < nkt; ++j) {
-        const int n0 = (int)lo + j * C::BN;
-        mbar_wait(sm.kempty(ring.stage), ring.phase ^ 1u);
-        mbar_arrive_expect_tx(sm.kfull(ring.stage), C::KB);
+      for (int c = c0; c < ce; ++c) {
+        long long lo, hi;
+        const int nkt = tiles_of(c, lo, hi);
+        for (int j = 0; j < nkt; ++j) {
+          const int n0 = (int)lo + j * C::BN;
+          mbar_wait(sm.kempty(ring.stage), ring.phase ^ 1u);
+          mbar_arrive_expect_tx(sm.kfull(ring.stage), C::KB);
 #pragma unroll
-        for (int db = 0; db < C::DP / 64; ++db)
-          tma_load_3d(sm.k(ring.stage) + db * C::BN * 128, &tk, sm.kfull(ring.stage), db * 64, n0,
-                      bh);
-        mbar_wait(sm.vempty(ring.stage), ring.phase ^ 1u);
-        mbar_arrive_expect_tx(sm.vfull(ring.stage), C::KB);
+          for (int db = 0; db < C::DP / 64; ++db)
+            tma_load_3d(sm.k(ring.stage) + db * C::BN * 128, &tk, sm.kfull(ring.stage), db * 64, n0,
+                        bh);
+          mbar_wait(sm.vempty(ring.stage), ring.phase ^ 1u);
+          mbar_arrive_expect_tx(sm.vfull(ring.stage), C::KB);
 #pragma unroll
-        for (int db = 0; db < C::DP / 64; ++db)
-          tma_load_3d(sm.v(ring.stage) + db * C::BN * 128, &tv, sm.vfull(ring.stage), db * 64, n0,
-                      bh);
-        ring.advance();
+          for (int db = 0; db < C::DP / 64; ++db)
+            tma_load_3d(sm.v(ring.stage) + db * C::BN * 128, &tv, sm.vfull(ring.stage), db * 64, n0,
+                        bh);
+          ring.advance();
+        }
       }
     }
   } else {
@@ -248,26 +329,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int rloc = cw * 64 + warp * 16 + (lane >> 2); /* + 8 h */
     const uint32_t q_rows = sm.q() + cw * 64 * 128;
 
-    /* the keys each of the thread's rows sees: [0, lim); full: every row
-     * of the block sees the keys before it (tiles below it need no mask) */
+    /* the keys each of the thread's rows sees, relative to lo: [0, lim),
+     * cut at the chunk's end; full: every row of the block sees the keys
+     * before it (tiles below it need no mask) */
     const long long diag = a.SK - a.S;
-    const long long span = hi - lo > 0 ? a.SK - lo : 0;
-    auto rel_lim = [&](long long row) {
-      const long long l = a.causal ? row + diag + 1 - lo : span;
-      return (int)(l < 0 ? 0 : (l > span ? span : l));
-    };
-    int lim[2];
-    lim[0] = rel_lim(m0 + rloc);
-    lim[1] = rel_lim(m0 + rloc + 8);
-    const int full = rel_lim(m0);
+    int lim[2] = {0, 0}, full = 0; /* set per chunk */
 
     float o[C::DP / 2];
-#pragma unroll
-    for (int i = 0; i < C::DP / 2; ++i)
-      o[i] = 0.0f;
     float s[C::BN / 2];
     uint32_t pf[C::BN / 16][4];
-    float mrow[2] = {-CUDART_INF_F, -CUDART_INF_F}, lrow[2] = {0.0f, 0.0f};
+    float mrow[2], lrow[2];
     const float sl2 = a.scale_log2;
 
     /* the online softmax of tile j (s: raw scores -> probabilities);
@@ -375,114 +446,160 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (cw == 1)
         named_arrive(1, 256); /* warpgroup 0 goes first */
     }
-    if constexpr (!C::OV) {
-      for (int j = 0; j < nkt; ++j) {
-        mbar_wait(sm.kfull(ring.stage), ring.phase);
-        wgmma_fence();
-        issue_s(ring.stage);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_operands(s);
-        release(sm.kempty(ring.stage));
-        float alpha[2];
-        softmax(j, alpha);
-        rescale(alpha);
-        pack();
-        mbar_wait(sm.vfull(ring.stage), ring.phase);
-        wgmma_fence();
-        issue_pv(ring.stage);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_operands(o);
-        fence_pf();
-        release(sm.vempty(ring.stage));
-        ring.advance();
-      }
-    } else {
-      /* prologue: S_0 and its softmax (o is 0: no rescale) */
-      mbar_wait(sm.kfull(ring.stage), ring.phase);
-      pp_sync();
-      wgmma_fence();
-      issue_s(ring.stage);
-      wgmma_commit();
-      pp_arrive();
-      wgmma_wait<0>();
-      fence_operands(s);
-      release(sm.kempty(ring.stage));
-      {
-        float alpha[2];
-        softmax(0, alpha);
-      }
-      pack();
-      int prev = ring.stage;
-      uint32_t prev_phase = ring.phase;
-      ring.advance();
-      for (int j = 1; j < nkt; ++j) {
-        mbar_wait(sm.kfull(ring.stage), ring.phase);
-        mbar_wait(sm.vfull(prev), prev_phase);
-        pp_sync();
-        wgmma_fence();
-        issue_s(ring.stage);
-        wgmma_commit();
-        issue_pv(prev);
-        wgmma_commit();
-        pp_arrive();
-        wgmma_wait<1>();
-        fence_operands(s);
-        release(sm.kempty(ring.stage));
-        float alpha[2];
-        softmax(j, alpha);
-        wgmma_wait<0>();
-        fence_operands(o);
-        fence_pf();
-        release(sm.vempty(prev));
-        rescale(alpha);
-        pack();
-        prev = ring.stage;
-        prev_phase = ring.phase;
-        ring.advance();
-      }
-      mbar_wait(sm.vfull(prev), prev_phase);
-      if constexpr (C::PP)
-        named_sync(1 + cw, 256);
-      wgmma_fence();
-      issue_pv(prev);
-      wgmma_commit();
-      if constexpr (C::PP) {
-        if (cw == 0)
-          named_arrive(2, 256); /* warpgroup 1's last batch; its own last arrive is skipped */
-      }
-      wgmma_wait<0>();
-      fence_operands(o);
-      fence_pf();
-      release(sm.vempty(prev));
-    }
+    for (int c = c0; c < c1; ++c) {
+#pragma unroll
+      for (int i = 0; i < C::DP / 2; ++i)
+        o[i] = 0.0f;
+      mrow[0] = mrow[1] = -CUDART_INF_F;
+      lrow[0] = lrow[1] = 0.0f;
+      long long lo, hi;
+      const int nkt = c < ce ? tiles_of(c, lo, hi) : 0;
+      if (nkt > 0) {
+        {
+          long long hic = (long long)c * a.chunk + a.chunk; /* the chunk's end, uncut */
+          if (hic > a.SK)
+            hic = a.SK;
+          const long long span = hic - lo; /* > 0: nkt > 0 */
+          auto rel_lim = [&](long long row) {
+            const long long l = a.causal ? row + diag + 1 - lo : span;
+            return (int)(l < 0 ? 0 : (l > span ? span : l));
+          };
+          lim[0] = rel_lim(m0 + rloc);
+          lim[1] = rel_lim(m0 + rloc + 8);
+          full = rel_lim(m0);
+        }
+        if constexpr (!C::OV) {
+          for (int j = 0; j < nkt; ++j) {
+            mbar_wait(sm.kfull(ring.stage), ring.phase);
+            wgmma_fence();
+            issue_s(ring.stage);
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_operands(s);
+            release(sm.kempty(ring.stage));
+            float alpha[2];
+            softmax(j, alpha);
+            rescale(alpha);
+            pack();
+            mbar_wait(sm.vfull(ring.stage), ring.phase);
+            wgmma_fence();
+            issue_pv(ring.stage);
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_operands(o);
+            fence_pf();
+            release(sm.vempty(ring.stage));
+            ring.advance();
+          }
+        } else {
+          /* prologue: S_0 and its softmax (o is 0: no rescale) */
+          mbar_wait(sm.kfull(ring.stage), ring.phase);
+          pp_sync();
+          wgmma_fence();
+          issue_s(ring.stage);
+          wgmma_commit();
+          pp_arrive();
+          wgmma_wait<0>();
+          fence_operands(s);
+          release(sm.kempty(ring.stage));
+          {
+            float alpha[2];
+            softmax(0, alpha);
+          }
+          pack();
+          int prev = ring.stage;
+          uint32_t prev_phase = ring.phase;
+          ring.advance();
+          for (int j = 1; j < nkt; ++j) {
+            mbar_wait(sm.kfull(ring.stage), ring.phase);
+            mbar_wait(sm.vfull(prev), prev_phase);
+            pp_sync();
+            wgmma_fence();
+            issue_s(ring.stage);
+            wgmma_commit();
+            issue_pv(prev);
+            wgmma_commit();
+            pp_arrive();
+            wgmma_wait<1>();
+            fence_operands(s);
+            release(sm.kempty(ring.stage));
+            float alpha[2];
+            softmax(j, alpha);
+            wgmma_wait<0>();
+            fence_operands(o);
+            fence_pf();
+            release(sm.vempty(prev));
+            rescale(alpha);
+            pack();
+            prev = ring.stage;
+            prev_phase = ring.phase;
+            ring.advance();
+          }
+          mbar_wait(sm.vfull(prev), prev_phase);
+          if constexpr (C::PP)
+            named_sync(1 + cw, 256);
+          wgmma_fence();
+          issue_pv(prev);
+          wgmma_commit();
+          if constexpr (C::PP) {
+            if (c + 1 < ce)
+              pp_arrive(); /* more chunks: the turns go on */
+            else if (cw == 0)
+              named_arrive(2, 256); /* warpgroup 1's last batch; its own last arrive is skipped */
+          }
+          wgmma_wait<0>();
+          fence_operands(o);
+          fence_pf();
+          release(sm.vempty(prev));
+        }
 
-    /* epilogue: row sums over the quad, lse, then out = o / l */
-    float inv[2];
+      } /* nkt > 0; else o 0, l 0: a zero partial, lse -inf */
+
+      /* epilogue: row sums over the quad, lse, then out = o / l */
+      float inv[2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float lr = lrow[h];
-      lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-      lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-      inv[h] = lr > 0.0f ? 1.0f / lr : 0.0f;
-      const long long row = m0 + rloc + 8 * h;
-      if (q4 == 0 && row < a.S && a.lse != nullptr)
-        a.lse[row0 + rloc + 8 * h] = row_lse(mrow[h], lr);
-    }
-    rescale(inv);
-    T *og = static_cast<T *>(a.out);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const long long row = m0 + rloc + 8 * h;
-      T *dst = og + (row0 + rloc + 8 * h) * (long long)C::DP;
-#pragma unroll
-      for (int g = 0; g < C::DP / 32; ++g) {
-        const uint4 w = quad_row16<T, C::DP / 2>(o, g, h, lane);
-        if (row < a.S)
-          *reinterpret_cast<uint4 *>(dst + 8 * (4 * g + q4)) = w;
+      for (int h = 0; h < 2; ++h) {
+        float lr = lrow[h];
+        lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+        lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+        inv[h] = lr > 0.0f ? 1.0f / lr : 0.0f;
+        const long long row = m0 + rloc + 8 * h;
+        if (q4 == 0 && row < a.S)
+          store_row_lse(a, row0 + rloc + 8 * h, c, row_lse(mrow[h], lr));
       }
-    }
+      rescale(inv);
+      if constexpr (SPLIT) { /* float partials, 2 x 16 bytes a lane and 8-column block */
+        float *op = static_cast<float *>(a.opart) + ((long long)c * a.R + row0) * C::DP;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const long long row = m0 + rloc + 8 * h;
+          float *dst = op + (long long)(rloc + 8 * h) * C::DP;
+#pragma unroll
+          for (int g = 0; g < C::DP / 32; ++g) {
+            float4 w0, w1;
+            quad_row32(o, g, h, lane, w0, w1);
+            if (row < a.S) {
+              float4 *d4 = reinterpret_cast<float4 *>(dst + 8 * (4 * g + q4));
+              d4[0] = w0;
+              d4[1] = w1;
+            }
+          }
+        }
+      } else {
+        T *og = static_cast<T *>(a.out);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const long long row = m0 + rloc + 8 * h;
+          T *dst = og + (row0 + rloc + 8 * h) * (long long)C::DP;
+#pragma unroll
+          for (int g = 0; g < C::DP / 32; ++g) {
+            const uint4 w = quad_row16<T, C::DP / 2>(o, g, h, lane);
+            if (row < a.S)
+              *reinterpret_cast<uint4 *>(dst + 8 * (4 * g + q4)) = w;
+          }
+        }
+      }
+    } /* chunks */
   }
 #else
   (void)tq;
@@ -490,6 +607,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   (void)tv;
   (void)a;
   (void)hgroup;
+  (void)cpb;
   __trap(); /* built for sm_90a only */
 #endif
 }
@@ -515,9 +633,42 @@ cudaError_t encode_3d(CUtensorMap *map, int dtype, const void *ptr, long long D,
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-template <class T, class C> cudaError_t launch(const Problem &p, cudaStream_t stream) {
+/* The current device's SMs (cached for the process: one device). */
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v < 1)
+      v = 132;
+    return v;
+  }();
+  return n;
+}
+
+template <class T, class C, bool SPLIT>
+cudaError_t launch_k(const Problem &p, cudaStream_t stream) {
   const Params a = params_of(p);
-  const long long blocks = ((p.S + kBM - 1) / kBM) * p.B * p.H;
+  /* chunks a block (split > 1): all of them, unless that leaves fewer
+   * than 4 blocks an SM (then halved until it does not); each one costs a
+   * block's start (barriers, q, the ring's fill) and end, which one block
+   * an SM cannot hide. Causal D = 128: one (the short blocks of the early
+   * tiles balance better). H100 memeff (chunk 1024) f16, us, all chunks /
+   * one a block: 4x32x4096x64 2302 / 2658, causal 1554 / 1700;
+   * 4x16x4096x128 1896 / 1862, causal 1374 / 1257; 8x16x2048x128
+   * 1054 / 1087, causal 851 / 822. FUSEPORT_CUDA_ATTN90_CPB=<n> overrides
+   * (tests, tuning). */
+  static const char *const cenv = getenv("FUSEPORT_CUDA_ATTN90_CPB");
+  const long long tb = ((p.S + kBM - 1) / kBM) * p.B * p.H;
+  int cpb = p.causal && p.D == 128 ? 1 : p.splits;
+  if (cenv != nullptr && atoi(cenv) > 0) {
+    cpb = atoi(cenv) < p.splits ? atoi(cenv) : p.splits;
+  } else {
+    const long long want = 4LL * sm_count();
+    while (cpb > 1 && tb * ((p.splits + cpb - 1) / cpb) < want)
+      cpb = (cpb + 1) / 2;
+  }
+  const int nsub = (p.splits + cpb - 1) / cpb;
+  const long long blocks = tb * nsub;
   if (blocks > 0x7fffffffLL)
     return cudaErrorInvalidConfiguration;
   const long long bh = p.B * p.H;
@@ -529,22 +680,33 @@ template <class T, class C> cudaError_t launch(const Problem &p, cudaStream_t st
     err = encode_3d(&tv, p.dtype, p.v, p.D, p.SK, bh, C::BN);
   if (err != cudaSuccess)
     return err;
-  void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const Params, const int) =
-      &attention_sm90_kernel<T, C>;
+  void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const Params, const int,
+                 const int) = &attention_sm90_kernel<T, C, SPLIT>;
   err = fpgemm::set_smem(kernel, C::SMEM);
   if (err != cudaSuccess)
     return err;
   /* heads a block group (see the kernel): causal 8 (a group's longest
    * tiles go first, for the balance, and 8 heads' k and v stay in L2),
-   * else 1; FUSEPORT_CUDA_ATTN90_GROUP=<n> overrides (tuning) */
+   * else 1; FUSEPORT_CUDA_ATTN90_GROUP=<n> overrides (tuning). The kernel
+   * takes it in units (head, chunk group): every chunk of those heads. */
   static const char *const genv = getenv("FUSEPORT_CUDA_ATTN90_GROUP");
-  int hgroup = p.causal ? 8 : 1;
+  long long hgroup = p.causal ? 8 : 1;
   if (genv != nullptr && atoi(genv) > 0)
     hgroup = atoi(genv);
   if (hgroup > bh)
-    hgroup = (int)bh;
-  kernel<<<(unsigned)blocks, kThreads, C::SMEM, stream>>>(tq, tk, tv, a, hgroup);
+    hgroup = bh;
+  hgroup *= nsub;
+  if (hgroup > INT_MAX)
+    hgroup = INT_MAX;
+  kernel<<<(unsigned)blocks, kThreads, C::SMEM, stream>>>(tq, tk, tv, a, (int)hgroup, cpb);
   return cudaGetLastError();
+}
+
+template <class T, class C> cudaError_t launch(const Problem &p, cudaStream_t stream) {
+  if constexpr (kHasSplit<C>)
+    return p.splits > 1 ? launch_k<T, C, true>(p, stream) : launch_k<T, C, false>(p, stream);
+  else /* sm90_find never names it for splits > 1 */
+    return p.splits > 1 ? cudaErrorInvalidValue : launch_k<T, C, false>(p, stream);
 }
 
 template <class T> cudaError_t run_t(const Problem &p, int cfg, cudaStream_t stream) {
@@ -564,17 +726,20 @@ bool aligned16(const void *ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u
 } // namespace
 
 bool sm90_eligible(const Problem &p) {
-  return (p.dtype == FP_F16 || p.dtype == FP_BF16) && (p.D == 64 || p.D == 128) && p.splits == 1 &&
-         p.out != nullptr && aligned16(p.q) && aligned16(p.k) && aligned16(p.v) &&
-         aligned16(p.out) && p.S < (1LL << 31) - kBM && p.SK < (1LL << 31) - 256 &&
-         p.B * p.H < (1LL << 31) && ((p.S + kBM - 1) / kBM) * p.B * p.H <= 0x7fffffffLL;
+  const bool dst = p.splits == 1 ? p.out != nullptr && aligned16(p.out)
+                                 : p.splits > 1 && p.opart != nullptr && p.lpart != nullptr &&
+                                       aligned16(p.opart);
+  return (p.dtype == FP_F16 || p.dtype == FP_BF16) && (p.D == 64 || p.D == 128) && dst &&
+         aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && p.S < (1LL << 31) - kBM &&
+         p.SK < (1LL << 31) - 256 && p.B * p.H < (1LL << 31) &&
+         ((p.S + kBM - 1) / kBM) * p.B * p.H * p.splits <= 0x7fffffffLL;
 }
 
 int sm90_find(const char *name, const Problem &p) {
   if (name != nullptr)
     for (int c = 0; c < C_N; ++c)
       if (strcmp(name, kCfgNames[c]) == 0 && kCfgDp[c] == p.D)
-        return c;
+        return p.splits > 1 && !kCfgSplit[c] ? sm90_pick(p) : c; /* split: a split kernel */
   return -1;
 }
 
@@ -589,12 +754,20 @@ cudaError_t sm90_run(const Problem &p, int cfg, cudaStream_t stream) {
   return p.dtype == FP_BF16 ? run_t<__nv_bfloat16>(p, cfg, stream) : run_t<__half>(p, cfg, stream);
 }
 
+template <class C> void split_stubs(const void **mine, int &n) {
+  if constexpr (kHasSplit<C>) {
+    mine[n++] = reinterpret_cast<const void *>(&attention_sm90_kernel<__half, C, true>);
+    mine[n++] = reinterpret_cast<const void *>(&attention_sm90_kernel<__nv_bfloat16, C, true>);
+  }
+}
+
 int sm90_stubs(const void **out, int cap) {
-  const void *mine[2 * C_N];
+  const void *mine[4 * C_N];
   int n = 0;
 #define FPATTN90_STUB(c, name, dp)                                                                 \
-  mine[n++] = reinterpret_cast<const void *>(&attention_sm90_kernel<__half, c>);                   \
-  mine[n++] = reinterpret_cast<const void *>(&attention_sm90_kernel<__nv_bfloat16, c>);
+  mine[n++] = reinterpret_cast<const void *>(&attention_sm90_kernel<__half, c, false>);            \
+  mine[n++] = reinterpret_cast<const void *>(&attention_sm90_kernel<__nv_bfloat16, c, false>);     \
+  split_stubs<c>(mine, n);
   FPATTN90_CONFIGS(FPATTN90_STUB)
 #undef FPATTN90_STUB
   int k = 0;
