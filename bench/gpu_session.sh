@@ -267,8 +267,8 @@ stage_check-attention() {
   log "attention with forced key splits (flash-decoding) and small memeff chunks"
   "$FP" check --backend cuda --quiet --op attention --variant fused,memeff --param splits=5 \
     --param chunk=64 --shapes 2x3x17x64,1x2x1x700x128,1x1x33x17x256,2x2x200x300x80 | tail -2
-  log "long sequences and decoding, f16 and bf16 (sampled rows)"
-  "$FP" check --backend cuda --quiet --op attention --param dtype=f16,bf16 \
+  log "long sequences and decoding, every type (sampled rows)"
+  "$FP" check --backend cuda --quiet --op attention \
     --shapes 2x16x2048x128,2x32x2048x64,1x8x4097x4097x128,8x32x1x8192x128 \
     --sample-elems 200000 | tail -2
 }
@@ -276,7 +276,7 @@ stage_sanitize-attention() {
   for tool in memcheck racecheck; do
     log "compute-sanitizer $tool: attention"
     timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$FP" check --backend cuda \
-      --quiet --op attention --variant fused,memeff --param dtype=f16,bf16 --param chunk=64 \
+      --quiet --op attention --variant fused,memeff --param chunk=64 \
       --shapes 2x3x17x64,1x2x130x130x128,1x1x33x17x256,2x2x1x300x80 >"$OUT/attention-$tool.log" 2>&1
     echo "$tool exit $?"; tail -3 "$OUT/attention-$tool.log"
   done

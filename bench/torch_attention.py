@@ -39,7 +39,7 @@ H=16, written BxHxSxSxD as fuseport writes them), 'default' its default list,
 'decode' a few S=1 shapes of this script's (DECODE_SHAPES). A cell's params are the
 op's other params in fuseport's order (read from `fuseport list` where the
 binary knows the op; else BUILTIN_PARAMS, "SK=0 causal=.. dtype=.. scale=0
-splits=0 chunk=1024", SK only for a 4-dim shape). FLOPs are fuseport's:
+splits=0 chunk=2048", SK only for a 4-dim shape). FLOPs are fuseport's:
 4 * D * the (query, key) pairs the mask leaves, summed over B*H (causal about
 halves them); "bytes" is q + k + v + out.
 
@@ -110,7 +110,7 @@ GRID_NAMES = {"b": "B", "h": "H", "s": "S", "sq": "S", "sk": "SK", "d": "D"}
 # ops/attention.c's params after the grid, as `fuseport list` prints them (used where no
 # fuseport binary that knows the op is found; keep equal to the op's table)
 BUILTIN_PARAMS = [("SK", "0"), ("causal", "false"), ("dtype", "f16"), ("scale", "0"), ("splits", "0"),
-                  ("chunk", "1024")]
+                  ("chunk", "2048")]
 KNOWN_PARAMS = {"sk", "causal", "dtype", "scale", "splits", "chunk"}  # scale: 0 (1/sqrt(D)) only
 
 

@@ -261,8 +261,14 @@ static void test_cost_model(void **state) {
     fp_problem_init(&p, op);
     const int64_t shape[4] = {512, fp_op_grid_rank(op) == 4 ? 128 : 2048, 256, 384};
     const int64_t conv_shape[7] = {8, 64, 28, 28, 64, 3, 1}; /* N x C x H x W x K x R x stride */
-    FP_ASSERT_OK(fp_problem_set_grid(&p, fp_op_grid_rank(op) == 7 ? conv_shape : shape,
-                                     fp_op_grid_rank(op)));
+    const int64_t attn_shape[5] = {2, 4, 256, 256, 64};      /* B x H x S x SK x D */
+    const int rank = fp_op_grid_rank(op);
+    assert_true(rank == 7 || rank == 5 || rank <= 4);
+    FP_ASSERT_OK(fp_problem_set_grid(&p,
+                                     rank == 7   ? conv_shape
+                                     : rank == 5 ? attn_shape
+                                                 : shape,
+                                     rank));
     fp_io_desc io;
     op->describe(&p, &io);
     uint64_t in_bytes = 0, out_bytes = 0;
