@@ -113,21 +113,6 @@ static fp_status at_validate(const fp_problem *p) {
   return FP_OK;
 }
 
-static void tensor_4d(fp_tensor_desc *t, const char *name, int64_t d0, int64_t d1, int64_t d2,
-                      int64_t d3) {
-  fp_tensor_2d(t, name, 1, 1); /* the defaults of an input */
-  t->rank = 4;
-  t->shape[0] = d0;
-  t->shape[1] = d1;
-  t->shape[2] = d2;
-  t->shape[3] = d3;
-  t->strides[3] = 1;
-  t->strides[2] = d3;
-  t->strides[1] = d2 * d3;
-  t->strides[0] = d1 * d2 * d3;
-  t->storage_elems = d0 * d1 * d2 * d3;
-}
-
 /* Outputs are per query row (R = B*H*S rows) so that `check` can sample
  * rows of a long sequence: out viewed as [R, D], lse as [R]. */
 static void at_describe(const fp_problem *p, fp_io_desc *io) {
@@ -135,9 +120,9 @@ static void at_describe(const fp_problem *p, fp_io_desc *io) {
   memset(io, 0, sizeof *io);
   io->n_in = 3;
   io->n_out = 2;
-  tensor_4d(&io->in[0], "q", a.B, a.H, a.S, a.D);
-  tensor_4d(&io->in[1], "k", a.B, a.H, a.SK, a.D);
-  tensor_4d(&io->in[2], "v", a.B, a.H, a.SK, a.D);
+  fp_tensor_4d(&io->in[0], "q", a.B, a.H, a.S, a.D);
+  fp_tensor_4d(&io->in[1], "k", a.B, a.H, a.SK, a.D);
+  fp_tensor_4d(&io->in[2], "v", a.B, a.H, a.SK, a.D);
   /* scores scale * q.k of about 2/3 standard deviation: the softmax is far
    * from uniform, yet exp stays tame in every type */
   io->in[0].fill_scale = 2.0f;

@@ -134,27 +134,11 @@ static fp_status cv_validate(const fp_problem *p) {
   return FP_OK;
 }
 
-/* A contiguous rank-4 tensor. */
-static void tensor_4d(fp_tensor_desc *t, const char *name, int64_t d0, int64_t d1, int64_t d2,
-                      int64_t d3) {
-  fp_tensor_2d(t, name, 1, 1); /* the defaults of an input */
-  t->rank = 4;
-  t->shape[0] = d0;
-  t->shape[1] = d1;
-  t->shape[2] = d2;
-  t->shape[3] = d3;
-  t->strides[3] = 1;
-  t->strides[2] = d3;
-  t->strides[1] = d2 * d3;
-  t->strides[0] = d1 * d2 * d3;
-  t->storage_elems = d0 * d1 * d2 * d3;
-}
-
 static void out_desc(const cv_problem *c, fp_tensor_desc *t, const char *name) {
   if (c->nhwc)
-    tensor_4d(t, name, c->N, c->P, c->Q, c->K);
+    fp_tensor_4d(t, name, c->N, c->P, c->Q, c->K);
   else
-    tensor_4d(t, name, c->N, c->K, c->P, c->Q);
+    fp_tensor_4d(t, name, c->N, c->K, c->P, c->Q);
 }
 
 static void cv_describe(const fp_problem *p, fp_io_desc *io) {
@@ -163,11 +147,11 @@ static void cv_describe(const fp_problem *p, fp_io_desc *io) {
   io->n_in = 2;
   io->n_out = 1;
   if (c.nhwc) {
-    tensor_4d(&io->in[0], "x", c.N, c.H, c.W, c.C);
-    tensor_4d(&io->in[1], "w", c.K, c.R, c.S, c.C);
+    fp_tensor_4d(&io->in[0], "x", c.N, c.H, c.W, c.C);
+    fp_tensor_4d(&io->in[1], "w", c.K, c.R, c.S, c.C);
   } else {
-    tensor_4d(&io->in[0], "x", c.N, c.C, c.H, c.W);
-    tensor_4d(&io->in[1], "w", c.K, c.C, c.R, c.S);
+    fp_tensor_4d(&io->in[0], "x", c.N, c.C, c.H, c.W);
+    fp_tensor_4d(&io->in[1], "w", c.K, c.C, c.R, c.S);
   }
   /* products summed over C*R*S taps stay O(1) (and within float16) */
   io->in[1].fill_scale = fp_sum_scale(crs_of(&c));

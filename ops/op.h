@@ -94,6 +94,9 @@ typedef struct fp_io_desc {
 /* Helpers for describe(): a contiguous row-major tensor / a strided view. */
 void fp_tensor_1d(fp_tensor_desc *t, const char *name, int64_t n);
 void fp_tensor_2d(fp_tensor_desc *t, const char *name, int64_t rows, int64_t cols);
+/* A contiguous [d0, d1, d2, d3] (the last dim fastest). */
+void fp_tensor_4d(fp_tensor_desc *t, const char *name, int64_t d0, int64_t d1, int64_t d2,
+                  int64_t d3);
 /* [rows, cols] viewed from a column-major [cols, rows] storage (a transpose). */
 void fp_tensor_2d_transposed(fp_tensor_desc *t, const char *name, int64_t rows, int64_t cols);
 uint64_t fp_tensor_bytes(const fp_tensor_desc *t);

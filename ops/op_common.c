@@ -286,6 +286,19 @@ void fp_tensor_2d(fp_tensor_desc *t, const char *name, int64_t rows, int64_t col
   t->storage_elems = rows * cols;
 }
 
+void fp_tensor_4d(fp_tensor_desc *t, const char *name, int64_t d0, int64_t d1, int64_t d2,
+                  int64_t d3) {
+  tensor_init(t, name, 4);
+  const int64_t dims[4] = {d0, d1, d2, d3};
+  int64_t stride = 1;
+  for (int d = 3; d >= 0; --d) {
+    t->shape[d] = dims[d];
+    t->strides[d] = stride;
+    stride *= dims[d];
+  }
+  t->storage_elems = stride;
+}
+
 void fp_tensor_2d_transposed(fp_tensor_desc *t, const char *name, int64_t rows, int64_t cols) {
   fp_tensor_2d(t, name, rows, cols);
   t->strides[0] = 1;
