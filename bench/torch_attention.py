@@ -383,28 +383,6 @@ def compare_rows(pb, got, refs, sample):
     return max(bad, int(l2 > l2_bound(pb))), ma, mr, l2
 
 
-class WallTimer:
-    """--device cpu with --out: the host's clock around each call (a debug
-    aid for the JSON path; not fuseport's method)."""
-
-    def __init__(self, reps):
-        self.reps = reps or 5
-
-    def run(self, fn):
-        fn()
-        times = []
-        for _ in range(self.reps):
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e6)
-        times.sort()
-        return times[len(times) // 2], times[0], times[-1], len(times)
-
-
-def is_oom(e):
-    return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
-
-
 def is_unsupported(e):
     text = str(e)
     return isinstance(e, RuntimeError) and ("No available kernel" in text or "No viable backend" in text)
@@ -425,7 +403,7 @@ def run_shape(pb, modes, args, timer, copy_gbps, gen, device, ps, log):
         sample = check_rows(pb, args.check_rows, args.seed)
         refs = reference_rows(pb, q, k, v, sample)
     except Exception as e:  # noqa: BLE001
-        if not is_oom(e):
+        if not tb.is_oom(e):
             raise
         if device == "cuda":
             torch.cuda.empty_cache()
@@ -497,7 +475,7 @@ def run_shape(pb, modes, args, timer, copy_gbps, gen, device, ps, log):
             out.append((mode, fields))
         except Exception as e:  # noqa: BLE001  recorded, the sweep goes on
             got = None
-            if is_oom(e):
+            if tb.is_oom(e):
                 log(f"  OOM   {mode:14s} {ps} {tb.shape_str(pb.given)}", False)
                 out.append((mode, dict(base_fields, status="oom", ok=False, message=first_line(str(e)))))
             else:
@@ -633,7 +611,7 @@ def main():
             timer = tb.Timer(args.warmup_ms, args.rep_ms, 5, 10000, args.reps)
             copy_gbps = tb.measure_copy_gbps(timer)
         else:
-            timer = WallTimer(args.reps)
+            timer = tb.WallTimer(args.reps)
         settings = tb.torch_settings()
         settings.update({
             "compile": "torch.compile default mode, dynamic=False (one compile per shape)",

@@ -476,6 +476,28 @@ def mm_mark_static(inputs):
 
 
 # ---- timing ------------------------------------------------------------------------------
+class WallTimer:
+    """--device cpu with --out: the host's clock around each call (a debug
+    aid for the JSON path; not fuseport's method)."""
+
+    def __init__(self, reps):
+        self.reps = reps or 5
+
+    def run(self, fn):
+        fn()
+        times = []
+        for _ in range(self.reps):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e6)
+        times.sort()
+        return times[len(times) // 2], times[0], times[-1], len(times)
+
+
+def is_oom(e):
+    return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
+
+
 class Timer:
     def __init__(self, warmup_ms, rep_ms, min_reps, max_reps, fixed_reps, flush_read=False):
         props = torch.cuda.get_device_properties(0)

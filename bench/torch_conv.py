@@ -273,28 +273,6 @@ def combos(op, sweep):
         yield dict(zip(names, values))
 
 
-class WallTimer:
-    """--device cpu with --out: the host's clock around each call (a debug
-    aid for the JSON path; not fuseport's method)."""
-
-    def __init__(self, reps):
-        self.reps = reps or 5
-
-    def run(self, fn):
-        fn()
-        times = []
-        for _ in range(self.reps):
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e6)
-        times.sort()
-        return times[len(times) // 2], times[0], times[-1], len(times)
-
-
-def is_oom(e):
-    return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
-
-
 def run_cell(pb, modes, fns, conv_cache, args, timer, copy_gbps, gen, device, ps, log):
     """Every mode of one problem: inputs, the float64 reference, then per mode
     the check (first call) and the timing. Returns [(mode, cell fields)]."""
@@ -309,7 +287,7 @@ def run_cell(pb, modes, fns, conv_cache, args, timer, copy_gbps, gen, device, ps
             c64 = F.conv2d(inputs[0].double(), inputs[1].double(), None, pb.stride, (pb.ph, pb.pw), pb.dil)
             ref_op = reference_f64(pb, inputs, c64)
     except Exception as e:  # noqa: BLE001
-        if not is_oom(e):
+        if not tb.is_oom(e):
             raise
         return [(m, dict(status="oom", ok=False, message="inputs or the float64 reference do not fit: "
                          + str(e).splitlines()[0][:200], flops=flops)) for m in modes]
@@ -362,7 +340,7 @@ def run_cell(pb, modes, fns, conv_cache, args, timer, copy_gbps, gen, device, ps
                 conv_cache[ckey] = fields
             out.append((mode, fields))
         except Exception as e:  # noqa: BLE001  recorded, the sweep goes on
-            if is_oom(e):
+            if tb.is_oom(e):
                 out.append((mode, dict(status="oom", ok=False, message=str(e).splitlines()[0][:300], flops=flops)))
             else:
                 first = str(e).splitlines()[0][:300] if str(e) else ""
@@ -488,7 +466,7 @@ def main():
             copy_gbps = tb.measure_copy_gbps(timer)
             name = torch.cuda.get_device_properties(0).name
         else:
-            timer, copy_gbps, name = WallTimer(args.reps), 1.0, "cpu (wall clock, debug)"
+            timer, copy_gbps, name = tb.WallTimer(args.reps), 1.0, "cpu (wall clock, debug)"
         settings = tb.torch_settings()
         settings.update({"backends.cudnn.benchmark": torch.backends.cudnn.benchmark,
                          "compile": "torch.compile default mode, dynamic=False (one compile per shape)",
