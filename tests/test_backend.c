@@ -458,6 +458,79 @@ static void test_typed_arguments(void **state) {
   fp_buffer_free(buf);
 }
 
+/* attn_softmax_<dt>, the unfused attention's masked softmax, launched
+ * directly: the OpenCL backends reach it through no op where their GEMM
+ * library lacks the type (CLBlast without cl_khr_fp16), so it is checked
+ * here on every backend against a double-precision softmax of the stored
+ * scores, the masked keys exactly 0. Rows of 2 heads x S = 3 queries over
+ * SK = 37 keys (the bottom-right causal mask leaves 35, 36, 37 keys). */
+static void test_attn_softmax_kernel(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  enum { S = 3, SK = 37, R = 2 * S, N = R * SK };
+  const fp_dtype dtypes[] = {FP_F32, FP_F16, FP_BF16};
+  const fp_kernel_id ids[] = {FPK_attn_softmax_f32, FPK_attn_softmax_f16, FPK_attn_softmax_bf16};
+  const double tols[] = {1e-6, ldexp(1.0, -10), ldexp(1.0, -7)};
+  for (int t = 0; t < 3; ++t)
+    for (int causal = 0; causal < 2; ++causal) {
+      const fp_dtype dt = dtypes[t];
+      const size_t esize = fp_dtype_size(dt);
+      unsigned char sbytes[N * 4], pbytes[N * 4];
+      float sval[N], lse[R];
+      for (int i = 0; i < N; ++i) { /* scores in [-3, 3), as stored */
+        const float x = (float)((i * 37 + 11) % 97 - 48) / 16.0f;
+        if (dt == FP_F32) {
+          memcpy(sbytes + 4 * i, &x, 4);
+          sval[i] = x;
+        } else {
+          const uint16_t b = dt == FP_F16 ? fp_f32_to_f16_bits(x) : fp_f32_to_bf16_bits(x);
+          memcpy(sbytes + 2 * i, &b, 2);
+          sval[i] = dt == FP_F16 ? fp_f16_bits_to_f32(b) : fp_bf16_bits_to_f32(b);
+        }
+      }
+      fp_buffer *s = NULL, *p = NULL, *l = NULL;
+      FP_ASSERT_OK(fp_buffer_alloc(CTX, N * esize, &s));
+      FP_ASSERT_OK(fp_buffer_alloc(CTX, N * esize, &p));
+      FP_ASSERT_OK(fp_buffer_alloc(CTX, R * 4, &l));
+      FP_ASSERT_OK(fp_buffer_write(CTX, s, 0, sbytes, N * esize));
+      fp_arg args[] = {fp_arg_tensor(p, dt), fp_arg_buf(l),  fp_arg_tensor(s, dt), fp_arg_i64(R),
+                       fp_arg_i64(S),        fp_arg_i64(SK), fp_arg_i32(causal)};
+      fp_ndrange nd = fp_ndrange_1d(4, 64); /* fewer groups than rows: each takes several */
+      FP_ASSERT_OK(fp_launch(CTX, ids[t], &nd, args, 7));
+      FP_ASSERT_OK(fp_buffer_read(CTX, p, 0, pbytes, N * esize));
+      FP_ASSERT_OK(fp_buffer_read(CTX, l, 0, lse, R * 4));
+      for (int r = 0; r < R; ++r) {
+        const int end = causal ? r % S + SK - S + 1 : SK;
+        double m = -INFINITY, sum = 0.0;
+        for (int j = 0; j < end; ++j)
+          m = fmax(m, sval[r * SK + j]);
+        for (int j = 0; j < end; ++j)
+          sum += exp(sval[r * SK + j] - m);
+        const double want_lse = m + log(sum);
+        if (fabs(lse[r] - want_lse) > 1e-5 * (1.0 + fabs(want_lse)))
+          fail_msg("%s causal=%d row %d: lse %.7g, want %.7g", fp_kernel_name(ids[t]), causal, r,
+                   (double)lse[r], want_lse);
+        for (int j = 0; j < SK; ++j) {
+          float got;
+          if (dt == FP_F32) {
+            memcpy(&got, pbytes + 4 * (r * SK + j), 4);
+          } else {
+            uint16_t b;
+            memcpy(&b, pbytes + 2 * (r * SK + j), 2);
+            got = dt == FP_F16 ? fp_f16_bits_to_f32(b) : fp_bf16_bits_to_f32(b);
+          }
+          const double want = j < end ? exp(sval[r * SK + j] - want_lse) : 0.0;
+          if (j >= end ? got != 0.0f : fabs(got - want) > tols[t] * want + 1e-7)
+            fail_msg("%s causal=%d row %d key %d: %.7g, want %.7g", fp_kernel_name(ids[t]), causal,
+                     r, j, (double)got, want);
+        }
+      }
+      fp_buffer_free(s);
+      fp_buffer_free(p);
+      fp_buffer_free(l);
+    }
+}
+
 int main(int argc, char **argv) {
   int rc = fp_test_env_open(argc, argv, "test_backend");
   if (rc != 0)
@@ -475,6 +548,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_kernels_prepare),
       cmocka_unit_test(test_library_gemm),
       cmocka_unit_test(test_typed_arguments),
+      cmocka_unit_test(test_attn_softmax_kernel),
   };
   int failures = cmocka_run_group_tests_name(fp_backend_name(fp_env.kind), tests, NULL, NULL);
   int code = fp_test_exit_code(failures); /* before close: it looks at the context */
