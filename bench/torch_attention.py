@@ -70,7 +70,6 @@ import datetime
 import json
 import math
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -112,17 +111,6 @@ GRID_NAMES = {"b": "B", "h": "H", "s": "S", "sq": "S", "sk": "SK", "d": "D"}
 BUILTIN_PARAMS = [("SK", "0"), ("causal", "false"), ("dtype", "f16"), ("scale", "0"), ("splits", "0"),
                   ("chunk", "2048")]
 KNOWN_PARAMS = {"sk", "causal", "dtype", "scale", "splits", "chunk"}  # scale: 0 (1/sqrt(D)) only
-
-
-def find_fuseport(given):
-    if given:
-        return given if given != "none" else None
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    cands = [os.path.join(root, d, "fuseport") for d in ("build", "build-gpu", os.path.join(".gpu", "bin"))]
-    for cand in cands + ["/tmp/fp-build/fuseport"]:  # bench/gpu_session.sh's binary or its own build
-        if os.access(cand, os.X_OK):
-            return cand
-    return shutil.which("fuseport")
 
 
 def param_order(binary):
@@ -583,7 +571,7 @@ def main():
             setattr(torch._dynamo.config, name, 1024)
     if hasattr(torch._dynamo.config, "accumulated_cache_size_limit"):
         torch._dynamo.config.accumulated_cache_size_limit = 1 << 16
-    order, order_source = param_order(find_fuseport(args.fuseport))
+    order, order_source = param_order(tb.find_fuseport(args.fuseport))
     unknown = [n for n, d in order if n.lower() not in KNOWN_PARAMS]
     bad_scale = [d for n, d in order if n.lower() == "scale" and d not in ("0", "0.0")]
     if unknown or bad_scale:

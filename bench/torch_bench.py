@@ -45,6 +45,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -476,6 +477,20 @@ def mm_mark_static(inputs):
 
 
 # ---- timing ------------------------------------------------------------------------------
+def find_fuseport(given):
+    """The fuseport binary whose `list` names an op's params: `given` ('none':
+    none), else the first of build/, build-gpu/, .gpu/bin/, /tmp/fp-build/ and
+    PATH that has one."""
+    if given:
+        return given if given != "none" else None
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cands = [os.path.join(root, d, "fuseport") for d in ("build", "build-gpu", os.path.join(".gpu", "bin"))]
+    for cand in cands + ["/tmp/fp-build/fuseport"]:  # bench/gpu_session.sh's binary or its own build
+        if os.access(cand, os.X_OK):
+            return cand
+    return shutil.which("fuseport")
+
+
 class WallTimer:
     """--device cpu with --out: the host's clock around each call (a debug
     aid for the JSON path; not fuseport's method)."""

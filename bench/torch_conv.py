@@ -52,7 +52,6 @@ import itertools
 import json
 import math
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -90,17 +89,6 @@ SWEEPABLE = ["R", "stride", "S", "padding", "dilation", "add", "bias", "eps"]
 
 def seed_shapes():
     return [(n, c, h, h, k, r, s) for n in SEED_BATCHES for (c, h, k, r, s) in RESNET50] + SEED_ODD
-
-
-def find_fuseport(given):
-    if given:
-        return given if given != "none" else None
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    cands = [os.path.join(root, d, "fuseport") for d in ("build", "build-gpu", os.path.join(".gpu", "bin"))]
-    for cand in cands + ["/tmp/fp-build/fuseport"]:  # bench/gpu_session.sh's binary or its own build
-        if os.access(cand, os.X_OK):
-            return cand
-    return shutil.which("fuseport")
 
 
 def param_order(binary):
@@ -443,7 +431,7 @@ def main():
             setattr(torch._dynamo.config, name, 1024)
     if hasattr(torch._dynamo.config, "accumulated_cache_size_limit"):
         torch._dynamo.config.accumulated_cache_size_limit = 1 << 16
-    order, order_source = param_order(find_fuseport(args.fuseport))
+    order, order_source = param_order(tb.find_fuseport(args.fuseport))
     gen = torch.Generator(device=device)
     gen.manual_seed(args.seed)
     failures = []
