@@ -127,6 +127,12 @@ fp_status fp_context_create(const fp_context_options *opts, fp_context **out) {
 void fp_context_destroy(fp_context *ctx) {
   if (ctx == NULL)
     return;
+  /* what the caller left alive goes with the context: a later free of it is
+   * then a no-op rather than a use of the freed context */
+  while (ctx->buffers != NULL)
+    fp_buffer_free(ctx->buffers);
+  while (ctx->events != NULL)
+    fp_event_destroy(ctx->events);
   ctx->ops->shutdown(ctx);
   free(ctx);
 }
@@ -161,7 +167,7 @@ uint64_t fp_context_mem_limit(const fp_context *ctx) { return ctx != NULL ? ctx-
 fp_status fp_check_buffer(fp_context *ctx, const fp_buffer *buf, const char *fn, const char *what) {
   if (buf == NULL)
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT, "%s: %s buffer is NULL", fn, what);
-  if (buf->magic != FP_BUFFER_MAGIC)
+  if (!fp_live_contains(buf) || buf->magic != FP_BUFFER_MAGIC)
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                         "%s: %s buffer is not a live fuseport buffer (freed?)", fn, what);
   if (buf->ctx != ctx)
@@ -207,6 +213,15 @@ fp_status fp_buffer_alloc(fp_context *ctx, uint64_t bytes, fp_buffer **out) {
   buf->magic = FP_BUFFER_MAGIC;
   buf->ctx = ctx;
   buf->bytes = bytes;
+  if (!fp_live_add(buf)) {
+    ctx->ops->release(ctx, buf->handle);
+    free(buf);
+    return fp_ctx_error(ctx, FP_ERR_OUT_OF_MEMORY, "fp_buffer_alloc: host allocation failed");
+  }
+  buf->next = ctx->buffers;
+  if (ctx->buffers != NULL)
+    ctx->buffers->prev = buf;
+  ctx->buffers = buf;
   fp_counters *c = &ctx->counters;
   c->allocations++;
   c->bytes_allocated += bytes;
@@ -218,21 +233,27 @@ fp_status fp_buffer_alloc(fp_context *ctx, uint64_t bytes, fp_buffer **out) {
 }
 
 void fp_buffer_free(fp_buffer *buf) {
-  if (buf == NULL || buf->magic != FP_BUFFER_MAGIC)
+  /* a pointer freed before (or never allocated) is not in the live set: its
+   * memory is not read */
+  if (buf == NULL || !fp_live_remove(buf))
     return;
   fp_context *ctx = buf->ctx;
   ctx->ops->release(ctx, buf->handle);
   ctx->counters.bytes_current -= buf->bytes;
+  if (buf->prev != NULL)
+    buf->prev->next = buf->next;
+  else
+    ctx->buffers = buf->next;
+  if (buf->next != NULL)
+    buf->next->prev = buf->prev;
   buf->magic = 0;
   free(buf);
 }
 
-uint64_t fp_buffer_size(const fp_buffer *buf) {
-  return (buf != NULL && buf->magic == FP_BUFFER_MAGIC) ? buf->bytes : 0;
-}
+uint64_t fp_buffer_size(const fp_buffer *buf) { return fp_live_contains(buf) ? buf->bytes : 0; }
 
 fp_context *fp_buffer_context(const fp_buffer *buf) {
-  return (buf != NULL && buf->magic == FP_BUFFER_MAGIC) ? buf->ctx : NULL;
+  return fp_live_contains(buf) ? buf->ctx : NULL;
 }
 
 fp_status fp_buffer_write(fp_context *ctx, fp_buffer *dst, uint64_t offset, const void *src,
@@ -310,7 +331,7 @@ fp_status fp_finish(fp_context *ctx) {
 static fp_status check_event(fp_context *ctx, const fp_event *ev, const char *fn) {
   if (ev == NULL)
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT, "%s: event is NULL", fn);
-  if (ev->magic != FP_EVENT_MAGIC)
+  if (!fp_live_contains(ev) || ev->magic != FP_EVENT_MAGIC)
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT, "%s: not a live fuseport event", fn);
   if (ev->ctx != ctx)
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT, "%s: event belongs to another context", fn);
@@ -332,14 +353,30 @@ fp_status fp_event_create(fp_context *ctx, fp_event **out) {
   }
   ev->magic = FP_EVENT_MAGIC;
   ev->ctx = ctx;
+  if (!fp_live_add(ev)) {
+    ctx->ops->event_destroy(ctx, ev->handle);
+    free(ev);
+    return fp_ctx_error(ctx, FP_ERR_OUT_OF_MEMORY, "fp_event_create: host allocation failed");
+  }
+  ev->next = ctx->events;
+  if (ctx->events != NULL)
+    ctx->events->prev = ev;
+  ctx->events = ev;
   *out = ev;
   return FP_OK;
 }
 
 void fp_event_destroy(fp_event *ev) {
-  if (ev == NULL || ev->magic != FP_EVENT_MAGIC)
+  if (ev == NULL || !fp_live_remove(ev))
     return;
-  ev->ctx->ops->event_destroy(ev->ctx, ev->handle);
+  fp_context *ctx = ev->ctx;
+  ctx->ops->event_destroy(ctx, ev->handle);
+  if (ev->prev != NULL)
+    ev->prev->next = ev->next;
+  else
+    ctx->events = ev->next;
+  if (ev->next != NULL)
+    ev->next->prev = ev->prev;
   ev->magic = 0;
   free(ev);
 }
@@ -497,8 +534,6 @@ static fp_status check_ndrange(fp_context *ctx, const char *kname, const fp_ndra
   return FP_OK;
 }
 
-#define FP_MAX_KERNEL_ARGS 32
-
 char fp_dtype_arg_letter(fp_dtype dtype) {
   switch (dtype) {
   case FP_F32:
@@ -617,6 +652,9 @@ fp_status fp_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *nd, cons
       break;
     }
   }
+  st = fp_check_kernel_extents(ctx, id, args, nargs);
+  if (st != FP_OK)
+    return st;
   if (!ctx->ops->kernel_available(ctx, id))
     return fp_ctx_error(ctx, FP_ERR_UNSUPPORTED, "kernel '%s' is not implemented by the %s backend",
                         decl->name, backend_names[ctx->kind]);

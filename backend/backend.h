@@ -86,7 +86,8 @@ void fp_context_options_init(fp_context_options *opts);
 
 /* Creates a context. On failure *out is NULL and fp_last_error() says why. */
 fp_status fp_context_create(const fp_context_options *opts, fp_context **out);
-void fp_context_destroy(fp_context *ctx); /* NULL is fine */
+/* Also frees the buffers and events still alive on the context. NULL is fine. */
+void fp_context_destroy(fp_context *ctx);
 
 /* Message of the last error raised on this context ("" if none). */
 const char *fp_context_error(const fp_context *ctx);
@@ -132,7 +133,9 @@ uint64_t fp_context_mem_limit(const fp_context *ctx);
 
 /* bytes >= 1. FP_ERR_OUT_OF_MEMORY when the device or the cap refuses. */
 fp_status fp_buffer_alloc(fp_context *ctx, uint64_t bytes, fp_buffer **out);
-void fp_buffer_free(fp_buffer *buf); /* NULL is fine */
+/* NULL, and a buffer already freed (or gone with its context), are fine: the
+ * layer keeps the set of live buffers and never reads a freed one. */
+void fp_buffer_free(fp_buffer *buf);
 /* Size in bytes; 0 for NULL or a freed buffer. */
 uint64_t fp_buffer_size(const fp_buffer *buf);
 /* The context a live buffer belongs to; NULL for NULL or a freed buffer. */
@@ -157,7 +160,7 @@ fp_status fp_buffer_copy(fp_context *ctx, fp_buffer *dst, uint64_t dst_offset, c
 fp_status fp_finish(fp_context *ctx);
 
 fp_status fp_event_create(fp_context *ctx, fp_event **out);
-void fp_event_destroy(fp_event *ev); /* NULL is fine */
+void fp_event_destroy(fp_event *ev); /* NULL and a destroyed event are fine */
 /* Marks the point in the queue after all work enqueued so far. */
 fp_status fp_event_record(fp_context *ctx, fp_event *ev);
 fp_status fp_event_synchronize(fp_context *ctx, fp_event *ev);

@@ -87,7 +87,13 @@ struct fp_context {
   uint64_t mem_limit;        /* the cap in force */
   fp_counters counters;
   char error[FP_ERROR_MESSAGE_BYTES];
+  /* what is still alive on it, freed by fp_context_destroy */
+  struct fp_buffer *buffers;
+  struct fp_event *events;
 };
+
+/* The longest signature in kernels.def has 22 arguments. */
+#define FP_MAX_KERNEL_ARGS 32
 
 #define FP_BUFFER_MAGIC 0x66704266u /* "fpBf" */
 
@@ -96,6 +102,7 @@ struct fp_buffer {
   fp_context *ctx;
   void *handle;
   uint64_t bytes;
+  struct fp_buffer *prev, *next; /* the context's live buffers */
 };
 
 struct fp_event {
@@ -103,11 +110,22 @@ struct fp_event {
   fp_context *ctx;
   void *handle;
   bool recorded;
+  struct fp_event *prev, *next; /* the context's live events */
 };
+
+/* The process-wide set of live buffer and event pointers (live_handles.c):
+ * the layer checks a handle there before it reads the memory behind it. */
+bool fp_live_add(const void *p);    /* false when the set cannot grow */
+bool fp_live_remove(const void *p); /* true when p was live */
+bool fp_live_contains(const void *p);
 
 /* Records an error on the context (and the thread) and returns `status`. */
 /* FP_OK when buf is a live buffer of ctx; else an error naming fn and what. */
 fp_status fp_check_buffer(fp_context *ctx, const fp_buffer *buf, const char *fn, const char *what);
+/* FP_OK when every buffer of a launch holds what the kernel's rule in
+ * kernels.def reaches, from the scalar arguments (kernel_extents.c); the
+ * buffers themselves are checked live beforehand. */
+fp_status fp_check_kernel_extents(fp_context *ctx, fp_kernel_id id, const fp_arg *args, int nargs);
 fp_status fp_ctx_error(fp_context *ctx, fp_status status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))

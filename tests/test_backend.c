@@ -297,6 +297,111 @@ static void test_bad_arguments(void **state) {
   fp_buffer_free(buf);
 }
 
+/* A launch's buffers must hold what the kernel reaches (kernels.def's rule,
+ * from the scalar arguments): a too-small buffer, a negative or overflowing
+ * size, a strided view below element 0 and an optional buffer that the
+ * launch reads but was passed as none are refused before any backend runs
+ * the kernel (without the check, softmax wrote past the 100-byte buffer). */
+static void test_launch_extents(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  fp_buffer *small = NULL, *big = NULL;
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, 100, &small));
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, 4096, &big));
+  fp_ndrange rows = fp_ndrange_1d(32, 32);
+  /* softmax_fused(out, x, M, N): 5 x 7 floats are 140 bytes */
+  fp_arg sm[] = {fp_arg_buf(small), fp_arg_buf(big), fp_arg_i64(5), fp_arg_i64(7)};
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_softmax_fused, &rows, sm, 4), FP_ERR_INVALID_ARGUMENT,
+                "argument 0 holds 100 bytes");
+  sm[0] = fp_arg_buf(big);
+  sm[1] = fp_arg_buf(small);
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_softmax_fused, &rows, sm, 4), FP_ERR_INVALID_ARGUMENT,
+                "argument 1 holds 100 bytes");
+  sm[1] = fp_arg_buf(big);
+  sm[2] = fp_arg_i64(-5);
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_softmax_fused, &rows, sm, 4), FP_ERR_INVALID_ARGUMENT,
+                "argument 2 is a size and negative");
+  sm[2] = fp_arg_i64(INT64_MAX / 2);
+  sm[3] = fp_arg_i64(3);
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_softmax_fused, &rows, sm, 4), FP_ERR_INVALID_ARGUMENT,
+                "overflow");
+  sm[2] = fp_arg_i64(5);
+  FP_ASSERT_OK(fp_launch(CTX, FPK_softmax_fused, &rows, sm, 4)); /* 5 x 3 fits */
+  /* prim_unary(out, a, op, alpha, beta, M, N, so0, so1, sa0, sa1, oo, oa):
+   * a row stride of -8 from offset 8 reaches below element 0 by the third row */
+  fp_ndrange elem = fp_ndrange_1d(64, 32);
+  fp_arg un[] = {fp_arg_buf(big),  fp_arg_buf(big), fp_arg_i32(0), fp_arg_f32(1.0f),
+                 fp_arg_f32(0.0f), fp_arg_i64(3),   fp_arg_i64(4), fp_arg_i64(4),
+                 fp_arg_i64(1),    fp_arg_i64(-8),  fp_arg_i64(1), fp_arg_i64(0),
+                 fp_arg_i64(8)};
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_prim_unary, &elem, un, 13), FP_ERR_INVALID_ARGUMENT, "below");
+  un[9] = fp_arg_i64(-4); /* rows at 8, 4, 0: inside */
+  FP_ASSERT_OK(fp_launch(CTX, FPK_prim_unary, &elem, un, 13));
+  /* gemm_f32 with a bias epilogue reads bias, which may not be none then */
+  fp_arg gm[] = {fp_arg_buf(big),  fp_arg_buf(big),  fp_arg_buf(big),
+                 fp_arg_buf(NULL), fp_arg_buf(NULL), fp_arg_tensor(NULL, FP_U32),
+                 fp_arg_i64(4),    fp_arg_i64(4),    fp_arg_i64(4),
+                 fp_arg_i64(4),    fp_arg_i64(4),    fp_arg_i32(FP_EPI_BIAS),
+                 fp_arg_i32(0)};
+  fp_ndrange planned = fp_planned_range();
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_gemm_f32, &planned, gm, 13), FP_ERR_INVALID_ARGUMENT,
+                "argument 3 is none");
+  /* B of a transposed GEMM with a leading dimension: (N-1)*ldb + K floats */
+  gm[11] = fp_arg_i32(FP_EPI_NONE);
+  gm[12] = fp_arg_i32(1);
+  gm[10] = fp_arg_i64(400);
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_gemm_f32, &planned, gm, 13), FP_ERR_INVALID_ARGUMENT,
+                "argument 2 holds 4096 bytes, the launch reaches 1204 elements");
+  FP_ASSERT_OK(fp_finish(CTX));
+  fp_buffer_free(small);
+  fp_buffer_free(big);
+}
+
+/* A freed buffer or event, freed again or passed to a call, is refused (or
+ * ignored by the free) without its memory being read: the layer keeps the
+ * set of live handles (AddressSanitizer, in CI, reported the read of the
+ * freed magic word before). A context's leftovers go with it. */
+static void test_freed_handles(void **state) {
+  (void)state;
+  FP_REQUIRE_DEVICE();
+  fp_buffer *buf = NULL;
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, 64, &buf));
+  fp_counters before;
+  fp_counters_get(CTX, &before);
+  fp_buffer_free(buf);
+  fp_buffer_free(buf); /* a second free is a no-op */
+  fp_counters after;
+  fp_counters_get(CTX, &after);
+  assert_int_equal(after.bytes_current, before.bytes_current - 64);
+  assert_int_equal(fp_buffer_size(buf), 0);
+  assert_null(fp_buffer_context(buf));
+  char host[16];
+  FP_ASSERT_ERR(fp_buffer_read(CTX, buf, 0, host, 4), FP_ERR_INVALID_ARGUMENT, "not a live");
+  fp_arg fill[] = {fp_arg_buf(buf), fp_arg_i64(16),   fp_arg_i64(1),
+                   fp_arg_i32(0),   fp_arg_f32(1.0f), fp_arg_i32(0)};
+  fp_ndrange nd = fp_ndrange_1d(1, 32);
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_fill_uniform_f32, &nd, fill, 6), FP_ERR_INVALID_ARGUMENT,
+                "not a live");
+  fp_event *ev = NULL;
+  FP_ASSERT_OK(fp_event_create(CTX, &ev));
+  fp_event_destroy(ev);
+  fp_event_destroy(ev);
+  FP_ASSERT_ERR(fp_event_record(CTX, ev), FP_ERR_INVALID_ARGUMENT, "not a live");
+  /* buffers and events left on a destroyed context are freed with it */
+  fp_context_options opts;
+  fp_context_options_init(&opts);
+  fp_context *cpu = NULL;
+  FP_ASSERT_OK(fp_context_create(&opts, &cpu));
+  fp_buffer *left = NULL;
+  fp_event *left_ev = NULL;
+  FP_ASSERT_OK(fp_buffer_alloc(cpu, 64, &left));
+  FP_ASSERT_OK(fp_event_create(cpu, &left_ev));
+  fp_context_destroy(cpu);
+  assert_int_equal(fp_buffer_size(left), 0);
+  fp_buffer_free(left);
+  fp_event_destroy(left_ev);
+}
+
 /* Every required kernel exists and its family builds/loads. */
 static void test_kernels_prepare(void **state) {
   (void)state;
@@ -548,6 +653,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_kernels_prepare),
       cmocka_unit_test(test_library_gemm),
       cmocka_unit_test(test_typed_arguments),
+      cmocka_unit_test(test_launch_extents),
+      cmocka_unit_test(test_freed_handles),
       cmocka_unit_test(test_attn_softmax_kernel),
   };
   int failures = cmocka_run_group_tests_name(fp_backend_name(fp_env.kind), tests, NULL, NULL);
