@@ -40,6 +40,14 @@ fp_status fp_io_alloc(fp_context *ctx, const fp_io_desc *io, fp_buffer **in, fp_
     in[k] = NULL;
   for (int k = 0; k < io->n_out; ++k)
     out[k] = NULL;
+  for (int k = 0; k < io->n_in + io->n_out; ++k) {
+    const fp_tensor_desc *t = k < io->n_in ? &io->in[k] : &io->out[k - io->n_in];
+    if (fp_tensor_bytes(t) == UINT64_MAX)
+      return fp_error(FP_ERR_INVALID_ARGUMENT,
+                      "fp_io_alloc: tensor '%s' has a negative dim or more bytes than 64-bit "
+                      "sizes hold",
+                      t->name != NULL ? t->name : "?");
+  }
   fp_status st = FP_OK;
   for (int k = 0; st == FP_OK && k < io->n_in; ++k)
     st = fp_buffer_alloc(ctx, fp_tensor_bytes(&io->in[k]), &in[k]);

@@ -91,7 +91,9 @@ typedef struct fp_io_desc {
   fp_tensor_desc out[FP_MAX_TENSORS];
 } fp_io_desc;
 
-/* Helpers for describe(): a contiguous row-major tensor / a strided view. */
+/* Helpers for describe(): a contiguous row-major tensor / a strided view. A
+ * negative dim or a product past int64 gives storage_elems -1, which
+ * fp_tensor_bytes reports as UINT64_MAX and fp_io_alloc refuses. */
 void fp_tensor_1d(fp_tensor_desc *t, const char *name, int64_t n);
 void fp_tensor_2d(fp_tensor_desc *t, const char *name, int64_t rows, int64_t cols);
 /* A contiguous [d0, d1, d2, d3] (the last dim fastest). */

@@ -232,6 +232,17 @@ fp_status fp_problem_validate(const fp_problem *p) {
 
 int64_t fp_problem_int(const fp_problem *p, int index) { return (int64_t)p->v[index]; }
 
+/* The shortest %g text (6 digits, as before, where they suffice) that reads
+ * back as v: a cell's params text is its key in a results file, so two
+ * values must never describe alike (p=0.1 and p=0.1000001). */
+static void format_real(char *buf, size_t len, double v) {
+  for (int digits = 6; digits <= 17; ++digits) {
+    snprintf(buf, len, "%.*g", digits, v);
+    if (strtod(buf, NULL) == v)
+      return;
+  }
+}
+
 void fp_problem_describe(const fp_problem *p, char *buf, size_t buflen) {
   if (buf == NULL || buflen == 0)
     return;
@@ -247,9 +258,12 @@ void fp_problem_describe(const fp_problem *p, char *buf, size_t buflen) {
     case FP_PARAM_INT:
       snprintf(buf + used, buflen - used, "%s%s=%lld", sep, d->name, (long long)p->v[k]);
       break;
-    case FP_PARAM_FLOAT:
-      snprintf(buf + used, buflen - used, "%s%s=%g", sep, d->name, p->v[k]);
+    case FP_PARAM_FLOAT: {
+      char real[32];
+      format_real(real, sizeof real, p->v[k]);
+      snprintf(buf + used, buflen - used, "%s%s=%s", sep, d->name, real);
       break;
+    }
     case FP_PARAM_BOOL:
       snprintf(buf + used, buflen - used, "%s%s=%s", sep, d->name, p->v[k] != 0 ? "true" : "false");
       break;
@@ -270,33 +284,33 @@ static void tensor_init(fp_tensor_desc *t, const char *name, int rank) {
   t->fill_scale = 1.0f;
 }
 
+/* A contiguous tensor of `rank` dims; storage_elems -1 (refused by
+ * fp_io_alloc) when a dim is negative or their product leaves int64. */
+static void tensor_contiguous(fp_tensor_desc *t, const char *name, int rank, const int64_t *dims) {
+  tensor_init(t, name, rank);
+  int64_t stride = 1;
+  bool valid = true;
+  for (int d = rank - 1; d >= 0; --d) {
+    t->shape[d] = dims[d];
+    t->strides[d] = stride;
+    valid = valid && dims[d] >= 0 && !__builtin_mul_overflow(stride, dims[d], &stride);
+  }
+  t->storage_elems = valid ? stride : -1;
+}
+
 void fp_tensor_1d(fp_tensor_desc *t, const char *name, int64_t n) {
-  tensor_init(t, name, 1);
-  t->shape[0] = n;
-  t->strides[0] = 1;
-  t->storage_elems = n;
+  tensor_contiguous(t, name, 1, &n);
 }
 
 void fp_tensor_2d(fp_tensor_desc *t, const char *name, int64_t rows, int64_t cols) {
-  tensor_init(t, name, 2);
-  t->shape[0] = rows;
-  t->shape[1] = cols;
-  t->strides[0] = cols;
-  t->strides[1] = 1;
-  t->storage_elems = rows * cols;
+  const int64_t dims[2] = {rows, cols};
+  tensor_contiguous(t, name, 2, dims);
 }
 
 void fp_tensor_4d(fp_tensor_desc *t, const char *name, int64_t d0, int64_t d1, int64_t d2,
                   int64_t d3) {
-  tensor_init(t, name, 4);
   const int64_t dims[4] = {d0, d1, d2, d3};
-  int64_t stride = 1;
-  for (int d = 3; d >= 0; --d) {
-    t->shape[d] = dims[d];
-    t->strides[d] = stride;
-    stride *= dims[d];
-  }
-  t->storage_elems = stride;
+  tensor_contiguous(t, name, 4, dims);
 }
 
 void fp_tensor_2d_transposed(fp_tensor_desc *t, const char *name, int64_t rows, int64_t cols) {
@@ -306,7 +320,10 @@ void fp_tensor_2d_transposed(fp_tensor_desc *t, const char *name, int64_t rows, 
 }
 
 uint64_t fp_tensor_bytes(const fp_tensor_desc *t) {
-  return (uint64_t)t->storage_elems * fp_dtype_size(t->dtype);
+  const uint64_t size = fp_dtype_size(t->dtype);
+  if (t->storage_elems < 0 || (size > 0 && (uint64_t)t->storage_elems > UINT64_MAX / size))
+    return UINT64_MAX; /* fp_io_alloc refuses it by name */
+  return (uint64_t)t->storage_elems * size;
 }
 
 bool fp_tensor_row_contiguous(const fp_tensor_desc *t) {

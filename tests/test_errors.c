@@ -249,6 +249,34 @@ static void test_plan_buffer_errors(void **state) {
   fp_io_free(&io, in, out);
 }
 
+/* Tensor descriptions through the public helpers: a negative dim or a
+ * product past int64 is marked invalid (it was signed overflow, undefined)
+ * and fp_io_alloc refuses it by name instead of asking for a wrapped byte
+ * count. */
+static void test_tensor_overflow(void **state) {
+  (void)state;
+  fp_io_desc io;
+  memset(&io, 0, sizeof io);
+  io.n_in = 1;
+  io.n_out = 1;
+  fp_tensor_2d(&io.in[0], "x", INT64_MAX / 2, 3);
+  assert_int_equal(io.in[0].storage_elems, -1);
+  assert_true(fp_tensor_bytes(&io.in[0]) == UINT64_MAX);
+  fp_tensor_4d(&io.out[0], "y", 1 << 20, 1 << 20, 1 << 20, 1 << 4);
+  assert_int_equal(io.out[0].storage_elems, -1);
+  fp_tensor_1d(&io.out[0], "y", -3);
+  assert_int_equal(io.out[0].storage_elems, -1);
+  /* in range, but 2^62 floats are more bytes than uint64 holds */
+  fp_tensor_2d(&io.out[0], "y", INT64_C(1) << 31, INT64_C(1) << 31);
+  assert_int_equal(io.out[0].storage_elems, INT64_C(1) << 62);
+  assert_true(fp_tensor_bytes(&io.out[0]) == UINT64_MAX);
+  fp_tensor_2d(&io.in[0], "x", 3, 5);
+  assert_int_equal(fp_tensor_bytes(&io.in[0]), 60);
+  fp_buffer *in[FP_MAX_TENSORS], *out[FP_MAX_TENSORS];
+  FP_ASSERT_ERR(fp_io_alloc(CTX, &io, in, out), FP_ERR_INVALID_ARGUMENT, "tensor 'y'");
+  assert_null(in[0]);
+}
+
 /* The cost model: fused moves the minimum; unfused launches a kernel (or
  * calls a library) per step and moves more; both count what runs. On the
  * CPU backend's device, where no GEMM operand needs padding or split-K. */
@@ -303,7 +331,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_context_errors),      cmocka_unit_test(test_cpu_mem_limit_env),
       cmocka_unit_test(test_op_out_of_memory),    cmocka_unit_test(test_plan_buffer_errors),
       cmocka_unit_test(test_cost_model),          cmocka_unit_test(test_conv_bad_input),
-      cmocka_unit_test(test_attention_bad_input),
+      cmocka_unit_test(test_attention_bad_input), cmocka_unit_test(test_tensor_overflow),
   };
   int failures = cmocka_run_group_tests_name("errors", tests, NULL, NULL);
   fp_test_env_close();
