@@ -57,6 +57,27 @@ int fp_test_exit_code(int failures) {
   return fp_env.ctx == NULL ? 77 : 0;
 }
 
+int fp_run_suite(const struct CMUnitTest *common, size_t n_common, const struct CMUnitTest *only,
+                 size_t n_only, fp_backend_kind only_on) {
+  const bool with_only = fp_env.kind == only_on;
+  const size_t n = n_common + (with_only ? n_only : 0);
+  struct CMUnitTest *tests = malloc(sizeof *tests * (n > 0 ? n : 1));
+  if (tests == NULL) {
+    fprintf(stderr, "fp_run_suite: out of host memory\n");
+    return 1;
+  }
+  memcpy(tests, common, sizeof *tests * n_common);
+  if (with_only)
+    memcpy(tests + n_common, only, sizeof *tests * n_only);
+  else if (n_only > 0)
+    printf("%s: %zu test(s) of the %s backend only are not part of this suite\n",
+           fp_backend_name(fp_env.kind), n_only, fp_backend_name(only_on));
+  /* cmocka's macro takes the array's length from sizeof; here it is n */
+  const int failures = _cmocka_run_group_tests(fp_backend_name(fp_env.kind), tests, n, NULL, NULL);
+  free(tests);
+  return failures;
+}
+
 uint64_t fp_test_next_seed(void) {
   fp_env.seed = fp_env.seed * 6364136223846793005ull + 1442695040888963407ull;
   return fp_env.seed >> 11;

@@ -30,7 +30,16 @@ void fp_test_env_close(void);
  * (every test skipped), so ctest shows "Skipped" rather than a pass. */
 int fp_test_exit_code(int failures);
 
-/* Skips the calling test (visibly) when the backend has no device. */
+/* Runs the suite named after the backend: the common tests, and the tests of
+ * one backend only when that is the backend under test (elsewhere they are
+ * not part of the suite: a cmocka skip inside a passing suite would reach
+ * ctest as a pass). Returns cmocka's failure count. */
+int fp_run_suite(const struct CMUnitTest *common, size_t n_common, const struct CMUnitTest *only,
+                 size_t n_only, fp_backend_kind only_on);
+
+/* Skips the calling test (visibly) when the backend has no device: then
+ * every test skips and the run exits 77, which ctest shows as skipped. A
+ * test never skips otherwise. */
 #define FP_REQUIRE_DEVICE()                                                                        \
   do {                                                                                             \
     if (fp_env.ctx == NULL) {                                                                      \
