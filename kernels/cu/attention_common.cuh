@@ -8,7 +8,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#include "cuda/cuda_kernels.h"
+#include "device_common.cuh"
 #include "gemm_common.cuh" /* fpgemm::Storage, fpgemm::set_smem */
 
 namespace fpattn {

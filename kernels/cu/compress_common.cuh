@@ -13,7 +13,7 @@
 #ifndef FUSEPORT_COMPRESS_COMMON_CUH
 #define FUSEPORT_COMPRESS_COMMON_CUH
 
-#include "cuda/cuda_kernels.h"
+#include "device_common.cuh"
 
 #include <type_traits>
 

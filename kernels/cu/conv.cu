@@ -49,7 +49,7 @@
 #include <string.h>
 
 #include "conv_common.cuh"
-#include "cuda/cuda_kernels.h"
+#include "device_common.cuh"
 #include "cuda/gemm_plan.h"
 
 using namespace fpconv;

@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda/cuda_kernels.h"
+#include "device_common.cuh"
 #include "cuda/gemm_plan.h"
 #include "gemm_common.cuh"
 

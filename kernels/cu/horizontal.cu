@@ -14,7 +14,7 @@
  * cosf's own: its Payne-Hanek argument reduction, taken only for
  * |x| > 105615, works on a local array.
  */
-#include "cuda/cuda_kernels.h"
+#include "device_common.cuh"
 
 using namespace fpcu;
 

@@ -10,7 +10,7 @@
  */
 #include <string.h>
 
-#include "cuda/cuda_kernels.h"
+#include "device_common.cuh"
 
 using namespace fpcu;
 

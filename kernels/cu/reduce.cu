@@ -3,7 +3,7 @@
  * reference: kernels/cpu/reduce.c.
  *
  * Each row algorithm is written once over a team (fpcu::BlockTeam,
- * WarpTeam, ClusterTeam in cuda_kernels.h): the threads that hold one row,
+ * WarpTeam, ClusterTeam in device_common.cuh): the threads that hold one row,
  * each keeping its part in registers (fpcu::RowCache), so that a row is
  * read from global memory exactly once and every later pass runs on chip.
  * The registered build is a block per row (the ROWS convention: group g
@@ -27,7 +27,7 @@
  * distributed shared memory. NaN follows PyTorch: a NaN in a row makes the
  * max NaN and with it the whole softmax row; a row of -inf gives NaN.
  */
-#include "cuda/cuda_kernels.h"
+#include "device_common.cuh"
 
 using namespace fpcu;
 
@@ -906,7 +906,7 @@ __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, co
  *               fewer rows in flight per SM, so the reread more often hits
  *               L2; double_softmax's also stages the next row in shared
  *               memory where an SM holds at most two of its blocks (a
- *               persistent grid: RowStage in cuda_kernels.h, kStage* below);
+ *               persistent grid: RowStage in device_common.cuh, kStage* below);
  *   warp_short  a warp per row, 8 rows per 256-thread block, <= 2 vectors
  *               per lane (rows <= 256 floats), 40 to 56 registers;
  *               (A warp build of 4 vectors per lane, rows <= 512, was

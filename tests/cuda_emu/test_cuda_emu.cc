@@ -28,7 +28,7 @@ extern "C" {
 
 #include "cuda_emu.h"
 
-#include "cuda/cuda_kernels.h"
+#include "cu/device_common.cuh"
 
 namespace {
 
@@ -452,7 +452,7 @@ void test_hreduce_reduce(void **) {
   test_hreduce(FPK_hreduce_reduce_fused, "hreduce_reduce_fused");
 }
 
-/* ---- the lean ELEM builds (cuda_kernels.h) ----
+/* ---- the lean ELEM builds (device_common.cuh) ----
  * Each lean build against the registered kernel on the same arguments (the
  * same float operations: equal to the bit) and against float64, on shapes
  * within the build's precondition, which the planner must agree with
