@@ -296,7 +296,8 @@ static cJSON *meta_to_json(fp_results_meta *m) {
     ok = run != NULL && shape != NULL &&
          cJSON_AddStringToObject(run, "op", m->running_key.op) != NULL &&
          cJSON_AddStringToObject(run, "params", m->running_key.params) != NULL &&
-         cJSON_AddItemToObject(run, "shape", shape);
+         cJSON_AddItemToObject(run, "shape", shape) &&
+         add_number(run, "attempt", m->running_attempt > 1 ? m->running_attempt : 1);
     if (!ok && (run == NULL || cJSON_GetObjectItemCaseSensitive(run, "shape") == NULL))
       cJSON_Delete(shape);
   }
@@ -556,6 +557,16 @@ static fp_status meta_from_json(const cJSON *o, fp_results_meta *m, const char *
       st = get_string(run, "params", m->running_key.params, sizeof m->running_key.params, where);
     if (st != FP_OK)
       return st;
+    const cJSON *attempt = cJSON_GetObjectItemCaseSensitive(run, "attempt");
+    m->running_attempt = 1; /* files from before the count */
+    if (attempt != NULL) {
+      if (!cJSON_IsNumber(attempt) ||
+          !(attempt->valuedouble >= 1 && attempt->valuedouble <= 1000) ||
+          attempt->valuedouble != (int)attempt->valuedouble)
+        return fp_error(FP_ERR_INVALID_ARGUMENT, "%s: \"running\": \"attempt\" is not 1, 2, ...",
+                        where);
+      m->running_attempt = (int)attempt->valuedouble;
+    }
     m->running = true;
   }
   const cJSON *opts = cJSON_GetObjectItemCaseSensitive(o, "options");

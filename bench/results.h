@@ -132,11 +132,16 @@ typedef struct fp_results_meta {
   fp_peak peaks[FP_RESULTS_MAX_PEAKS];
   cJSON *options; /* owned; the sweep's options (bench_core.h) */
   cJSON *extra;   /* owned; any other meta fields, kept as read (may be NULL) */
-  /* Set in the file while a group runs ("running": {op, params, shape}): a
-   * file that still holds it was left by a process that died inside that
-   * group (a hang killed by a timeout, a crash in a driver). */
+  /* Set in the file while a group runs ("running": {op, params, shape,
+   * attempt}): a file that still holds it was left by a process that died
+   * inside that group (SIGKILL, a preemption, a hang killed by a timeout, a
+   * crash in a driver). */
   bool running;
   fp_cell running_key; /* op, params, shape */
+  /* Which run of the group this is: 1 the first, 2 the retry of --resume
+   * (bench_core.h, FP_BENCH_GROUP_ATTEMPTS). Files without "attempt" (from
+   * before it) read as 1. */
+  int running_attempt;
 } fp_results_meta;
 
 /* The peak of dtype in TFLOP/s, NaN when unknown or not recorded. */
