@@ -518,6 +518,18 @@ static void run_group(run_state *rs, const fp_bench_group *g, const bool *todo, 
   fp_io_free(&io, in, out);
 }
 
+/* The plan's group of a key's op, params and shape (meta.running), or -1. */
+static int group_of(const fp_bench_spec *s, const fp_bench_plan *plan, const fp_cell *key) {
+  for (int gi = 0; gi < plan->n_groups; ++gi) {
+    const fp_bench_group *g = &plan->groups[gi];
+    if (fp_bench_in_shard(s, g) && strcmp(s->ops[g->op_index]->name, key->op) == 0 &&
+        strcmp(g->params, key->params) == 0 &&
+        fp_shape_equal(&s->shapes[g->shape_index], &key->shape))
+      return gi;
+  }
+  return -1;
+}
+
 void fp_bench_count(const fp_results *r, fp_bench_summary *sum) {
   memset(sum->count, 0, sizeof sum->count);
   for (int k = 0; k < r->n_cells; ++k)
@@ -557,13 +569,17 @@ fp_status fp_bench_run(fp_context *ctx, const fp_bench_spec *s, fp_results *r,
   }
   fp_counters cnt;
   fp_counters_get(ctx, &cnt);
-  rs.baseline = cnt.bytes_current; /* a file left by a run that died inside a group */
-  bool died = r->meta.running;
-  fp_cell died_key = r->meta.running_key;
+  rs.baseline = cnt.bytes_current;
+  /* a file left by a process that died inside a group: that group goes first */
+  const int died_gi = r->meta.running ? group_of(s, &plan, &r->meta.running_key) : -1;
+  const int died_attempt = r->meta.running_attempt > 1 ? r->meta.running_attempt : 1;
   r->meta.running = false;
   int done = r->n_cells, groups_run = 0;
   int64_t last_rank = r->n_cells > 0 ? fp_bench_cell_rank(s, &plan, &r->cells[r->n_cells - 1]) : -1;
-  for (int gi = 0; st == FP_OK && gi < plan.n_groups; ++gi) {
+  for (int step = died_gi >= 0 ? -1 : 0; st == FP_OK && step < plan.n_groups; ++step) {
+    if (step >= 0 && step == died_gi)
+      continue; /* ran first */
+    const int gi = step < 0 ? died_gi : step;
     const fp_bench_group *g = &plan.groups[gi];
     if (!fp_bench_in_shard(s, g))
       continue;
@@ -595,17 +611,18 @@ fp_status fp_bench_run(fp_context *ctx, const fp_bench_spec *s, fp_results *r,
     snprintf(key.op, sizeof key.op, "%s", op->name);
     snprintf(key.params, sizeof key.params, "%s", g->params);
     key.shape = s->shapes[g->shape_index];
-    if (died && strcmp(died_key.op, key.op) == 0 && strcmp(died_key.params, key.params) == 0 &&
-        fp_shape_equal(&died_key.shape, &key.shape)) {
-      /* running it again would most likely hang or crash again */
-      died = false;
+    if (gi == died_gi && died_attempt >= FP_BENCH_GROUP_ATTEMPTS) {
+      /* it died on its retry too: running it again would most likely hang
+       * or crash again */
       init_group_cells(&rs, g, cells);
       for (int v = 0; v < s->n_variants; ++v) {
         if (!todo[v])
           continue;
         snprintf(cells[v].message, sizeof cells[v].message,
-                 "not run: an earlier run died inside this (op, shape) -- a hang stopped by a "
-                 "timeout or a crash -- and --resume went on without it");
+                 "not run: the process died inside this (op, shape) %s (killed or crashed: a "
+                 "preemption, a hang stopped by a timeout, a driver fault); --resume "
+                 "--retry-errors runs it again",
+                 died_attempt == 2 ? "twice" : "more than twice");
         sum->died++;
         if (hooks != NULL && hooks->on_cell != NULL)
           hooks->on_cell(hooks->user, &cells[v], ++done, sum->total);
@@ -613,6 +630,7 @@ fp_status fp_bench_run(fp_context *ctx, const fp_bench_spec *s, fp_results *r,
     } else {
       r->meta.running = true;
       r->meta.running_key = key;
+      r->meta.running_attempt = gi == died_gi ? died_attempt + 1 : 1;
       if (hooks != NULL && hooks->on_group_start != NULL)
         st = hooks->on_group_start(hooks->user, r);
       if (st == FP_OK)

@@ -26,6 +26,14 @@
  * with its message, a wrong result "fail" (still timed); the sweep goes on. Nothing here exits or
  * prints: statuses come back to the caller, which also owns checkpointing (after every group) and
  * signals.
+ *
+ * A process can also die inside a group (SIGKILL from a scheduler that
+ * preempts the job, a hang stopped by a timeout, a driver fault): the
+ * caller's checkpoint before the group (on_group_start) leaves the group in
+ * the file as meta.running with its attempt. A resumed run retries such a
+ * group once, as the first group it runs (so as its own attempt, with
+ * nothing run before it in that process), and records its cells as error
+ * only when the process died inside it FP_BENCH_GROUP_ATTEMPTS times.
  */
 #ifndef FUSEPORT_BENCH_CORE_H
 #define FUSEPORT_BENCH_CORE_H
@@ -42,6 +50,11 @@
 #define FP_BENCH_MAX_SHAPES 1024
 #define FP_BENCH_MAX_PARAMS 16
 #define FP_BENCH_MAX_COMBOS 256
+
+/* Runs of one group before --resume gives up on it: a process that dies
+ * inside a group once (a preemption, most likely) gets it retried; twice,
+ * its cells are recorded as error. */
+#define FP_BENCH_GROUP_ATTEMPTS 2
 
 /* Timing defaults (see fp_bench_rep_count). */
 #define FP_BENCH_DEFAULT_WARMUP_MS 10.0
@@ -221,8 +234,10 @@ typedef struct fp_bench_hooks {
   /* After every group, with r in canonical order: the caller writes it. A
    * failure stops the sweep and is returned. */
   fp_status (*on_group)(void *user, fp_results *r);
-  /* Before every group, with r->meta.running set to it: the caller writes r,
-   * so that a file left by a process that dies inside the group says so. */
+  /* Before every group, with r->meta.running set to it and
+   * running_attempt to its run (1, or 2 for the retry of a group a process
+   * died inside): the caller writes r durably, so that a file left by a
+   * process that dies inside the group says so. */
   fp_status (*on_group_start)(void *user, fp_results *r);
   void *user;
 } fp_bench_hooks;
@@ -233,17 +248,20 @@ typedef struct fp_bench_summary {
   int ran;     /* recorded by this call */
   int count[FP_CELL_STATUS_COUNT];
   bool interrupted;
-  /* cells recorded as error without running: the file said an earlier run
-   * died inside their group (meta.running) */
+  /* cells recorded as error without running: the file said a process died
+   * inside their group on its last attempt */
   int died;
   uint64_t leaked_bytes; /* device bytes not freed after a group (should be 0) */
 } fp_bench_summary;
 
 /* Runs every cell of the spec's shard that r does not hold yet, adding the
  * new cells to r (kept in canonical order). When r->meta.running names a
- * group (the file of a run that died inside it), that group's missing cells
- * are recorded as error instead of run again, so a sweep that hangs or
- * crashes on one cell still completes across resumed runs. r's meta must be set: its
+ * group (the file of a process that died inside it), that group is run
+ * again with running_attempt one higher -- it is the first group missing,
+ * so it runs first -- unless that was its FP_BENCH_GROUP_ATTEMPTS-th
+ * attempt (0 reads as 1): then its missing cells are recorded as error
+ * without running, so a sweep that hangs or crashes on one cell still
+ * completes across resumed runs. r's meta must be set: its
  * copy_gbps is used for bw_frac, and with its peak_tflops for roof_frac. Returns FP_OK when the
  * sweep ran (whatever the cells' statuses) or was interrupted; an error only for a failure of the
  * run itself (the flush buffer does not fit, a checkpoint cannot be written). */

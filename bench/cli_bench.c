@@ -107,8 +107,11 @@ static const char bench_usage[] =
     "  --resume FILE      continue the JSON file of an interrupted run: its cells\n"
     "                     are kept, the missing ones run; options not given are\n"
     "                     taken from the file, those given must match it. A\n"
-    "                     group that a killed run was inside (a hang stopped by\n"
-    "                     a timeout, a crash) is recorded as error, not rerun\n"
+    "                     group that a killed run was inside (SIGKILL, as a\n"
+    "                     scheduler preempts a job; a hang stopped by a\n"
+    "                     timeout; a crash) is retried once, first; if a run\n"
+    "                     dies inside it again, the next --resume records its\n"
+    "                     cells as error\n"
     "  --retry-errors     with --resume: run the error cells, and such a group,\n"
     "                     again (not the unsupported ones)\n"
     "  --shard I/N        run only shard I of N (0 <= I < N): the (op, shape)\n"
@@ -461,7 +464,24 @@ typedef struct bench_run {
   double t0; /* seconds */
   int resumed;
   fp_status write_status;
+  const char *hang_in; /* test hook: FP_BENCH_TEST_HANG_IN (below) */
+  bool hang_armed;
 } bench_run;
+
+/* Test hook: FP_BENCH_TEST_HANG_IN=OP makes the run hang inside the first
+ * group of OP it runs, after that group's first cell (as a kernel or a
+ * driver can), until SIGINT or SIGTERM or for 10 minutes, so that a test can
+ * kill it there (tests/test_resume.c). Not FUSEPORT_*: it changes no result,
+ * so it is not recorded in meta.environment and a resume need not set it. */
+static void test_hang(bench_run *br) {
+  if (!br->hang_armed)
+    return;
+  br->hang_armed = false;
+  for (int k = 0; k < 6000 && !stop_flag; ++k) {
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -476,6 +496,7 @@ static void hms(double s, char *buf, size_t len) {
 
 static void on_cell(void *user, const fp_cell *c, int done, int total) {
   bench_run *br = user;
+  test_hang(br);
   if (!br->tty)
     return;
   double el = now_s() - br->t0;
@@ -503,7 +524,20 @@ static fp_status write_out(const fp_bench_cli *cli, fp_results *r) {
 
 static fp_status on_group(void *user, fp_results *r) {
   bench_run *br = user;
+  br->hang_armed = false;
   return br->cli->out != NULL ? write_out(br->cli, r) : FP_OK;
+}
+
+/* Before a group: the file says it runs, durably (fp_write_file_atomic
+ * syncs the file and its directory), so that a process killed inside it
+ * leaves a file that names it. */
+static fp_status on_group_start(void *user, fp_results *r) {
+  bench_run *br = user;
+  fp_status st = br->cli->out != NULL ? write_out(br->cli, r) : FP_OK;
+  br->hang_armed = br->hang_in != NULL && strcmp(br->hang_in, r->meta.running_key.op) == 0;
+  if (br->hang_armed)
+    br->hang_in = NULL; /* the first such group only */
+  return st;
 }
 
 /* The best backend with a device: cuda > opencl > cpu. */
@@ -527,6 +561,7 @@ static int run_bench(fp_bench_cli *cli) {
       fp_results_free(&r);
       return FP_EXIT_USAGE;
     }
+    fp_bench_resume_note(&r, cli->retry_errors);
     if (cli->retry_errors) {
       int n = fp_results_remove_status(&r, FP_CELL_ERROR);
       if (!cli->quiet)
@@ -564,7 +599,12 @@ static int run_bench(fp_bench_cli *cli) {
       st = fp_bench_peak_tflops(ctx, &cli->spec, &r);
     }
   }
-  bench_run br = {cli, !cli->quiet && isatty(STDERR_FILENO) == 1, now_s(), r.n_cells, FP_OK};
+  bench_run br = {.cli = cli,
+                  .tty = !cli->quiet && isatty(STDERR_FILENO) == 1,
+                  .t0 = now_s(),
+                  .resumed = r.n_cells,
+                  .write_status = FP_OK,
+                  .hang_in = getenv("FP_BENCH_TEST_HANG_IN")};
   if (rc == FP_EXIT_OK && st == FP_OK && cli->out != NULL)
     st = write_out(cli, &r); /* a valid file from the start */
   fp_bench_summary sum;
@@ -613,7 +653,7 @@ static int run_bench(fp_bench_cli *cli) {
     hooks.stop = &stop_flag;
     hooks.on_cell = on_cell;
     hooks.on_group = on_group;
-    hooks.on_group_start = on_group;
+    hooks.on_group_start = on_group_start;
     hooks.user = &br;
     st = fp_bench_run(ctx, &cli->spec, &r, &hooks, &sum);
     sigaction(SIGINT, &old_int, NULL);
@@ -649,8 +689,8 @@ static int run_bench(fp_bench_cli *cli) {
               cli->out != NULL ? cli->out : "");
     if (sum.died > 0)
       fprintf(stderr,
-              "fuseport bench: %d cells recorded as error without running: an earlier run died "
-              "inside them (see their message)\n",
+              "fuseport bench: %d cells recorded as error without running: a process died "
+              "inside their group on its retry too (see their message)\n",
               sum.died);
     if (sum.interrupted) {
       fprintf(stderr, "fuseport bench: interrupted with %d of %d cells done%s%s\n", r.n_cells,

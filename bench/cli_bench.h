@@ -52,6 +52,11 @@ int fp_bench_parse_args(int argc, char **argv, fp_bench_cli *cli);
  * what differs. */
 bool fp_bench_resume_spec(fp_bench_cli *cli, const fp_results *file, const char *path);
 bool fp_bench_resume_device(const fp_results *file, const char *path, fp_context *ctx);
+/* --resume: says on stderr what becomes of the group a process died inside
+ * (meta.running), if any: retried once, or recorded as error after
+ * FP_BENCH_GROUP_ATTEMPTS deaths. Nothing with --retry-errors, which says it
+ * itself. */
+void fp_bench_resume_note(const fp_results *file, bool retry_errors);
 
 /* The per-op tables: for rank-2 ops the dim0 x dim1 grids of relative
  * performance (unfused/fused %), the fused median time (us) and its

@@ -127,3 +127,25 @@ bool fp_bench_resume_device(const fp_results *file, const char *path, fp_context
   }
   return true;
 }
+
+void fp_bench_resume_note(const fp_results *file, bool retry_errors) {
+  const fp_results_meta *m = &file->meta;
+  if (!m->running || retry_errors) /* --retry-errors runs it again, and says so */
+    return;
+  char shape[128];
+  fp_shape_format(&m->running_key.shape, shape, sizeof shape);
+  char group[512];
+  snprintf(group, sizeof group, "%s %s%s%s", m->running_key.op, shape,
+           m->running_key.params[0] != '\0' ? " " : "", m->running_key.params);
+  const int attempt = m->running_attempt > 1 ? m->running_attempt : 1;
+  if (attempt < FP_BENCH_GROUP_ATTEMPTS)
+    fprintf(stderr,
+            "fuseport bench: resuming: a process died inside %s (killed, preempted or "
+            "crashed); retrying that group once, first\n",
+            group);
+  else
+    fprintf(stderr,
+            "fuseport bench: resuming: a process died inside %s %s, on its retry too; "
+            "recording its cells as error and going on (--retry-errors runs it again)\n",
+            group, attempt == 2 ? "twice" : "more than twice");
+}

@@ -627,66 +627,7 @@ static void test_signal_mid_group(void **state) {
   fp_results_free(&r);
 }
 
-/* A run that dies inside a group (a hang killed by a timeout, a driver
- * crash) leaves meta.running in the file; --resume records that group as
- * error instead of running into it again, and completes the rest. */
-static void test_died_group_is_skipped(void **state) {
-  (void)state;
-  fp_bench_spec s;
-  tiny_spec(&s, "softmax", "4x4,8x8,16x16");
-  const char *path = tpath("died.json");
-  fp_results r;
-  fresh_results(&r, &s);
-  writer w = {path, 0};
-  fp_bench_hooks hooks;
-  memset(&hooks, 0, sizeof hooks);
-  hooks.on_group = write_json;
-  hooks.on_group_start = write_json;
-  hooks.user = &w;
-  hooks.stop_after_groups = 1;
-  fp_bench_summary sum;
-  FP_ASSERT_OK(fp_bench_run(CTX, &s, &r, &hooks, &sum));
-  assert_int_equal(w.groups, 2); /* the start and the end of group 1 */
-  fp_results_free(&r);
-  /* what a process killed inside group 2 leaves behind */
-  FP_ASSERT_OK(fp_results_read_file(path, &r));
-  assert_false(r.meta.running);
-  r.meta.running = true;
-  fp_cell_init(&r.meta.running_key);
-  snprintf(r.meta.running_key.op, sizeof r.meta.running_key.op, "softmax");
-  r.meta.running_key.shape = fp_shape_2d(8, 8);
-  write_results(&r, path);
-  fp_results_free(&r);
-  FP_ASSERT_OK(fp_results_read_file(path, &r));
-  assert_true(r.meta.running);
-  assert_int_equal(r.meta.running_key.shape.d[0], 8);
-  /* resume */
-  hooks.stop_after_groups = 0;
-  FP_ASSERT_OK(fp_bench_run(CTX, &s, &r, &hooks, &sum));
-  assert_int_equal(sum.died, 2);
-  assert_int_equal(r.n_cells, 6);
-  assert_int_equal(sum.count[FP_CELL_OK], 4);
-  assert_int_equal(sum.count[FP_CELL_ERROR], 2);
-  for (int k = 2; k < 4; ++k) {
-    assert_int_equal(r.cells[k].shape.d[0], 8);
-    assert_int_equal(r.cells[k].status, FP_CELL_ERROR);
-    assert_non_null(strstr(r.cells[k].message, "died"));
-  }
-  assert_int_equal(r.cells[5].status, FP_CELL_OK);
-  fp_results_free(&r);
-  FP_ASSERT_OK(fp_results_read_file(path, &r));
-  assert_false(r.meta.running);
-  assert_int_equal(r.n_cells, 6);
-  fp_results_free(&r);
-  /* --retry-errors runs them again */
-  char *retry[] = {"bench", "--resume", (char *)path, "--retry-errors", "--quiet", NULL};
-  assert_int_equal(fp_cmd_bench(argc_of(retry), retry), FP_EXIT_OK);
-  FP_ASSERT_OK(fp_results_read_file(path, &r));
-  assert_int_equal(r.n_cells, 6);
-  for (int k = 0; k < 6; ++k)
-    assert_int_equal(r.cells[k].status, FP_CELL_OK);
-  fp_results_free(&r);
-}
+/* A run that dies inside a group, and --resume: test_resume.c. */
 
 /* ---- shards and merge
  * ---------------------------------------------------------------------------- */
@@ -1041,7 +982,6 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_oom_goes_on),
       cmocka_unit_test(test_resume),
       cmocka_unit_test(test_signal_mid_group),
-      cmocka_unit_test(test_died_group_is_skipped),
       cmocka_unit_test(test_shard_merge),
       cmocka_unit_test(test_compare),
       cmocka_unit_test(test_json_round_trip),
