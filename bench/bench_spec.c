@@ -204,10 +204,22 @@ fp_status fp_bench_spec_validate(const fp_bench_spec *s) {
   }
   for (int k = 0; k < s->n_params; ++k) {
     const char *name = s->params[k].name, *values = s->params[k].values;
-    for (int j = 0; j < k; ++j)
+    for (int j = 0; j < k; ++j) {
       if (strcmp(s->params[j].name, name) == 0)
         return fp_error(FP_ERR_INVALID_ARGUMENT,
                         "--param %s is given twice (list the values: %s=A,B)", name, name);
+      /* names match an op's parameter regardless of case: two spellings of
+       * one parameter would sweep it twice */
+      for (int o = 0; o < s->n_ops; ++o) {
+        const int pi = op_param_index(s->ops[o], name);
+        if (pi >= 0 && pi == op_param_index(s->ops[o], s->params[j].name))
+          return fp_error(FP_ERR_INVALID_ARGUMENT,
+                          "--param %s and --param %s set the same parameter %s of op %s (list "
+                          "the values once: %s=A,B)",
+                          s->params[j].name, name, s->ops[o]->params[pi].name, s->ops[o]->name,
+                          s->ops[o]->params[pi].name);
+      }
+    }
     if (values[0] == '\0' || strstr(values, ",,") != NULL || values[strlen(values) - 1] == ',')
       return fp_error(FP_ERR_INVALID_ARGUMENT, "--param %s='%s' has an empty value", name, values);
     bool used = false;
@@ -220,7 +232,25 @@ fp_status fp_bench_spec_validate(const fp_bench_spec *s) {
         return fp_error(FP_ERR_INVALID_ARGUMENT,
                         "--param %s is a shape dimension of op %s; give shapes with --shapes", name,
                         op->name);
+      /* nor a trailing dimension that some shape gives: the shape's value
+       * wins, and every value of the list would make the same group */
+      for (int sh = 0; sh < s->n_shapes; ++sh) {
+        const int n = s->shapes[sh].n;
+        for (int g = 0; fp_op_takes_rank(op, n) && g < n; ++g)
+          if (fp_op_grid_param(op, n, g) == pi) {
+            char text[128];
+            fp_shape_format(&s->shapes[sh], text, sizeof text);
+            return fp_error(FP_ERR_INVALID_ARGUMENT,
+                            "--param %s is a dimension of op %s's shape %s; give it either in "
+                            "every shape or with --param",
+                            name, op->name, text);
+          }
+      }
       used = true;
+      /* Each value once: two that parse alike (training=true,1; p=0.1,0.10)
+       * make groups with the same cell keys, of which a run keeps one and
+       * then never completes. */
+      double seen[sizeof s->params[0].values / 2 + 1];
       char value[256];
       for (int v = 0; list_item(values, v, value, sizeof value); ++v) {
         fp_problem p;
@@ -228,6 +258,15 @@ fp_status fp_bench_spec_validate(const fp_bench_spec *s) {
         fp_status st = fp_problem_set(&p, name, value);
         if (st != FP_OK)
           return st;
+        for (int j = 0; j < v; ++j)
+          if (seen[j] == p.v[pi]) {
+            char first[256];
+            list_item(values, j, first, sizeof first);
+            return fp_error(FP_ERR_INVALID_ARGUMENT,
+                            "--param %s=%s: '%s' and '%s' are the same value of op %s", name,
+                            values, first, value, op->name);
+          }
+        seen[v] = p.v[pi];
       }
     }
     if (!used)

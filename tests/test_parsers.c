@@ -1,0 +1,128 @@
+#define _POSIX_C_SOURCE 200809L
+/* fuseport tests: what the fuzzers (tests/fuzz) found in the command's
+ * parsers, one test per finding; each failed before its fix. The inputs
+ * that found them are in tests/fuzz/corpus, which `make test-fuzz` replays.
+ * No device: the spec, the plan and the files only. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "bench_core.h"
+#include "cli.h"
+#include "results.h"
+
+/* A spec of one op and the shapes, with params "NAME=VALUES" (NULL-ended). */
+static void spec_of(fp_bench_spec *s, const char *op, const char *shapes,
+                    const char *const *params) {
+  fp_bench_spec_init(s);
+  s->n_ops = 1;
+  s->ops[0] = fp_op_find(op);
+  assert_non_null(s->ops[0]);
+  assert_true(
+      fp_cli_parse_shape_list("--shapes", shapes, s->shapes, FP_BENCH_MAX_SHAPES, &s->n_shapes));
+  s->reps = 2;
+  for (int k = 0; params != NULL && params[k] != NULL; ++k) {
+    const char *eq = strchr(params[k], '=');
+    snprintf(s->params[k].name, sizeof s->params[k].name, "%.*s", (int)(eq - params[k]), params[k]);
+    snprintf(s->params[k].values, sizeof s->params[k].values, "%s", eq + 1);
+    s->n_params = k + 1;
+  }
+}
+
+static void assert_refused(const fp_bench_spec *s, const char *needle) {
+  assert_int_not_equal(fp_bench_spec_validate(s), FP_OK);
+  if (strstr(fp_last_error(), needle) == NULL)
+    fail_msg("message '%s' does not mention '%s'", fp_last_error(), needle);
+}
+
+/* The params text of every group of the spec's plan differs: it is the key
+ * of the group's cells in a results file. */
+static void assert_distinct_groups(const fp_bench_spec *s, int groups) {
+  assert_int_equal(fp_bench_spec_validate(s), FP_OK);
+  fp_bench_plan plan;
+  assert_int_equal(fp_bench_plan_build(s, &plan), FP_OK);
+  assert_int_equal(plan.n_groups, groups);
+  for (int a = 0; a < plan.n_groups; ++a)
+    for (int b = 0; b < a; ++b)
+      if (plan.groups[a].shape_index == plan.groups[b].shape_index &&
+          strcmp(plan.groups[a].params, plan.groups[b].params) == 0)
+        fail_msg("groups %d and %d are both '%s'", b, a, plan.groups[a].params);
+  fp_bench_plan_free(&plan);
+}
+
+/* --param training=true,1 made two groups with the same cells: the run kept
+ * one, and the sweep never completed ("2 of 4 cells"). */
+static void test_param_same_value_twice(void **state) {
+  (void)state;
+  fp_bench_spec s;
+  spec_of(&s, "bias_dropout_add", "32x48", (const char *[]){"training=true,1", NULL});
+  assert_refused(&s, "'true' and '1' are the same value");
+  spec_of(&s, "bias_dropout_add", "32x48", (const char *[]){"p=0.1,0.10", NULL});
+  assert_refused(&s, "same value");
+  spec_of(&s, "bias_dropout_add", "32x48", (const char *[]){"layout=contiguous,transposed", NULL});
+  assert_distinct_groups(&s, 2);
+}
+
+/* p=0.1,0.1000001 are two values, but their params text was "p=0.1" for
+ * both (%g): the cells of the second overwrote those of the first. */
+static void test_float_param_text(void **state) {
+  (void)state;
+  const fp_op *op = fp_op_find("bias_dropout_add");
+  fp_problem p;
+  fp_problem_init(&p, op);
+  char text[512];
+  assert_int_equal(fp_problem_set(&p, "p", "0.1234567"), FP_OK);
+  fp_problem_describe(&p, text, sizeof text);
+  assert_non_null(strstr(text, "p=0.1234567 "));
+  /* values %g printed exactly keep their text (older files match) */
+  assert_int_equal(fp_problem_set(&p, "p", "0.5"), FP_OK);
+  fp_problem_describe(&p, text, sizeof text);
+  assert_non_null(strstr(text, "p=0.5 "));
+  const fp_op *ln = fp_op_find("layernorm");
+  fp_problem_init(&p, ln);
+  fp_problem_describe(&p, text, sizeof text);
+  assert_non_null(strstr(text, "eps=1e-05"));
+  fp_bench_spec s;
+  spec_of(&s, "bias_dropout_add", "32x48", (const char *[]){"p=0.1,0.1000001", NULL});
+  assert_distinct_groups(&s, 2);
+}
+
+/* Parameter names match regardless of case, so two spellings set one
+ * parameter twice. */
+static void test_param_two_spellings(void **state) {
+  (void)state;
+  fp_bench_spec s;
+  spec_of(&s, "bias_dropout_add", "32x48",
+          (const char *[]){"training=false,true", "trAining=false,true", NULL});
+  assert_refused(&s, "set the same parameter training");
+}
+
+/* A trailing dimension (conv's R) listed with --param while a shape gives
+ * it: the shape's value won, and each value of the list made the same
+ * group. */
+static void test_param_dimension_of_shape(void **state) {
+  (void)state;
+  fp_bench_spec s;
+  spec_of(&s, "conv_add", "1x4x6x6x4x3", (const char *[]){"R=3,1", NULL});
+  assert_refused(&s, "is a dimension of op conv_add's shape 1x4x6x6x4x3");
+  spec_of(&s, "conv_add", "1x4x6x6x4,1x4x6x6x4x3", (const char *[]){"r=3", NULL});
+  assert_refused(&s, "1x4x6x6x4x3");
+  spec_of(&s, "conv_add", "1x4x6x6x4", (const char *[]){"R=3,1", NULL});
+  assert_distinct_groups(&s, 2);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_param_same_value_twice),
+      cmocka_unit_test(test_float_param_text),
+      cmocka_unit_test(test_param_two_spellings),
+      cmocka_unit_test(test_param_dimension_of_shape),
+  };
+  return cmocka_run_group_tests_name("parsers", tests, NULL, NULL);
+}
