@@ -182,8 +182,8 @@ fp_status fp_bench_spec_validate(const fp_bench_spec *s) {
       return fp_error(FP_ERR_INVALID_ARGUMENT, "shape %s: want 2 to %d dimensions, not %d", text,
                       FP_SHAPE_MAX_DIMS, sh->n);
     for (int d = 0; d < sh->n; ++d)
-      if (sh->d[d] < 1)
-        return fp_error(FP_ERR_INVALID_ARGUMENT, "shape %s: dims must be >= 1", text);
+      if (sh->d[d] < 1 || sh->d[d] > FP_SHAPE_MAX_DIM)
+        return fp_error(FP_ERR_INVALID_ARGUMENT, "shape %s: dims must be in [1, 2^53]", text);
     for (int j = 0; j < k; ++j)
       if (fp_shape_equal(sh, &s->shapes[j]))
         return fp_error(FP_ERR_INVALID_ARGUMENT, "shape %s is listed twice", text);
@@ -409,7 +409,7 @@ fp_status fp_bench_spec_from_json(const cJSON *o, fp_bench_spec *s) {
     if (s->n_shapes >= FP_BENCH_MAX_SHAPES || !fp_shape_from_json(it, &s->shapes[s->n_shapes]))
       return fp_error(FP_ERR_INVALID_ARGUMENT,
                       "options.shapes holds an entry that is not [d0, d1, ...] (2 to %d integer "
-                      "dims >= 1), or more than %d",
+                      "dims in [1, 2^53]), or more than %d",
                       FP_SHAPE_MAX_DIMS, FP_BENCH_MAX_SHAPES);
     s->n_shapes++;
   }

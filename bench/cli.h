@@ -34,8 +34,9 @@ const char *fp_cli_value(int argc, char **argv, int *i);
 /* Parses a decimal integer in [min, max]; prints a usage error naming the
  * option and returns false otherwise. */
 bool fp_cli_parse_i64(const char *option, const char *text, int64_t min, int64_t max, int64_t *out);
-/* Parses "MxN[xK...][,...]" (each shape 2 to FP_SHAPE_MAX_DIMS dims >= 1)
- * into up to max shapes; false (message printed) on error. */
+/* Parses "MxN[xK...][,...]" (each shape 2 to FP_SHAPE_MAX_DIMS dims in [1,
+ * FP_SHAPE_MAX_DIM]) into up to max shapes; false (message printed) on
+ * error. */
 bool fp_cli_parse_shape_list(const char *option, const char *text, fp_shape *shapes, int max,
                              int *count);
 /* The op's shape as its grid parameters' names: "MxN", "MxNxK", ... */
@@ -46,8 +47,8 @@ bool fp_cli_parse_ops(const char *text, const fp_op **ops, int max, int *count);
 /* Parses a real number in [min, max]; prints a usage error naming the option
  * and returns false otherwise. */
 bool fp_cli_parse_f64(const char *option, const char *text, double min, double max, double *out);
-/* Parses a comma list of integers >= 1 ("128,256,512") into up to max
- * values; false (message printed) on error. */
+/* Parses a comma list of integers in [1, FP_SHAPE_MAX_DIM] ("128,256,512")
+ * into up to max values; false (message printed) on error. */
 bool fp_cli_parse_dims(const char *option, const char *text, int64_t *dims, int max, int *count);
 
 int fp_cmd_list(int argc, char **argv);

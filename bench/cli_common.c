@@ -48,7 +48,7 @@ bool fp_cli_parse_dims(const char *option, const char *text, int64_t *dims, int 
     char *end = NULL;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (end == s || (*end != ',' && *end != '\0') || errno != 0 || v < 1 ||
+    if (end == s || (*end != ',' && *end != '\0') || errno != 0 || v < 1 || v > FP_SHAPE_MAX_DIM ||
         (*end == ',' && end[1] == '\0'))
       break;
     if (*count >= max) {
@@ -61,7 +61,8 @@ bool fp_cli_parse_dims(const char *option, const char *text, int64_t *dims, int 
       return true;
   }
   fprintf(stderr,
-          "fuseport: %s '%s' is not a comma list of integers >= 1 (example: 128,1024,65536)\n",
+          "fuseport: %s '%s' is not a comma list of integers in [1, 2^53] (example: "
+          "128,1024,65536)\n",
           option, text);
   return false;
 }
@@ -77,7 +78,7 @@ bool fp_cli_parse_shape_list(const char *option, const char *text, fp_shape *sha
       char *end = NULL;
       errno = 0;
       long long v = strtoll(s, &end, 10);
-      if (end == s || errno != 0 || v < 1 || shape.n >= FP_SHAPE_MAX_DIMS)
+      if (end == s || errno != 0 || v < 1 || v > FP_SHAPE_MAX_DIM || shape.n >= FP_SHAPE_MAX_DIMS)
         goto bad;
       shape.d[shape.n++] = v;
       s = end;
@@ -106,7 +107,7 @@ bool fp_cli_parse_shape_list(const char *option, const char *text, fp_shape *sha
     return true;
 bad:
   fprintf(stderr,
-          "fuseport: %s '%s' is not a list of shapes of 2 to %d dimensions >= 1 (examples: "
+          "fuseport: %s '%s' is not a list of shapes of 2 to %d dimensions in [1, 2^53] (examples: "
           "128x4096,1000x3 for the row ops, 4096x4096x4096 for a GEMM M x N x K)\n",
           option, text, FP_SHAPE_MAX_DIMS);
   return false;

@@ -84,7 +84,7 @@ bool fp_shape_from_json(const cJSON *a, fp_shape *s) {
     const cJSON *d = cJSON_GetArrayItem(a, k);
     /* integers >= 1 that a double holds exactly */
     if (!cJSON_IsNumber(d) || d->valuedouble != floor(d->valuedouble) || d->valuedouble < 1 ||
-        d->valuedouble > 9007199254740992.0)
+        d->valuedouble > (double)FP_SHAPE_MAX_DIM)
       return false;
     s->d[k] = (int64_t)d->valuedouble;
   }
@@ -461,7 +461,7 @@ static fp_status cell_from_json(const cJSON *o, fp_cell *c, const char *where) {
     return fp_error(FP_ERR_INVALID_ARGUMENT, "%s has no op or variant", where);
   if (!fp_shape_from_json(cJSON_GetObjectItemCaseSensitive(o, "shape"), &c->shape))
     return fp_error(FP_ERR_INVALID_ARGUMENT,
-                    "%s: \"shape\" is not a list of 2 to %d integer dimensions >= 1", where,
+                    "%s: \"shape\" is not a list of 2 to %d integer dimensions in [1, 2^53]", where,
                     FP_SHAPE_MAX_DIMS);
   char status[16];
   st = get_string(o, "status", status, sizeof status, where);

@@ -33,13 +33,18 @@ typedef struct cJSON cJSON;
 /* A problem's shape in a sweep: the op's grid dimensions (ops/op.h,
  * FP_MAX_GRID_DIMS), "MxN" for the row ops, "MxNxK" for a GEMM. */
 #define FP_SHAPE_MAX_DIMS 7
+/* The largest dimension: 2^53, the largest integer of a results file's
+ * numbers (doubles) above which not every integer is exact. The command
+ * line takes no larger one, so that every sweep's file reads back. */
+#define FP_SHAPE_MAX_DIM 9007199254740992ll
 typedef struct fp_shape {
   int n;
   int64_t d[FP_SHAPE_MAX_DIMS];
 } fp_shape;
 
 /* The shape as a JSON array [d0, d1, ...] (NULL: no memory), and back:
- * false unless an array of 2 to FP_SHAPE_MAX_DIMS integers >= 1. */
+ * false unless an array of 2 to FP_SHAPE_MAX_DIMS integers in [1,
+ * FP_SHAPE_MAX_DIM]. */
 cJSON *fp_shape_to_json(const fp_shape *s);
 bool fp_shape_from_json(const cJSON *a, fp_shape *s);
 /* "1024x1024x1024" into buf. */

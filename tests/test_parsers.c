@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include <cjson/cJSON.h>
+
 #include "bench_core.h"
 #include "cli.h"
 #include "results.h"
@@ -117,12 +119,40 @@ static void test_param_dimension_of_shape(void **state) {
   assert_distinct_groups(&s, 2);
 }
 
+/* A dimension past 2^53 was taken on the command line, written to the
+ * results file as a double that is not the same integer, and the file was
+ * then refused by --resume, merge and compare. */
+static void test_shape_past_2_53(void **state) {
+  (void)state;
+  fp_shape shapes[4];
+  int64_t dims[4];
+  int n = 0;
+  assert_false(fp_cli_parse_shape_list("--shapes", "9007199254740993x2", shapes, 4, &n));
+  assert_false(fp_cli_parse_dims("--dim0", "4,9007199254740993", dims, 4, &n));
+  assert_true(fp_cli_parse_dims("--dim0", "4,9007199254740992", dims, 4, &n));
+  assert_true(fp_cli_parse_shape_list("--shapes", "9007199254740992x3", shapes, 4, &n));
+  fp_bench_spec s;
+  spec_of(&s, "softmax", "9007199254740992x3", NULL);
+  assert_int_equal(fp_bench_spec_validate(&s), FP_OK);
+  s.shapes[0].d[0] = FP_SHAPE_MAX_DIM + 1; /* through the library API */
+  assert_refused(&s, "[1, 2^53]");
+  /* the largest reads back from meta.options */
+  s.shapes[0].d[0] = FP_SHAPE_MAX_DIM;
+  cJSON *json = fp_bench_spec_to_json(&s, true);
+  assert_non_null(json);
+  fp_bench_spec back;
+  assert_int_equal(fp_bench_spec_from_json(json, &back), FP_OK);
+  assert_true(fp_shape_equal(&back.shapes[0], &s.shapes[0]));
+  cJSON_Delete(json);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_param_same_value_twice),
       cmocka_unit_test(test_float_param_text),
       cmocka_unit_test(test_param_two_spellings),
       cmocka_unit_test(test_param_dimension_of_shape),
+      cmocka_unit_test(test_shape_past_2_53),
   };
   return cmocka_run_group_tests_name("parsers", tests, NULL, NULL);
 }
