@@ -163,8 +163,8 @@ static int merge_files(const char *out, char **paths, int n) {
   for (int i = 1; i < count; ++i) {
     const char *host = files[seen[i] - 1].meta.host;
     size_t len = strlen(host);
-    bool listed = false;
-    for (const char *s = merged.meta.host; (s = strstr(s, host)) != NULL; s += len)
+    bool listed = len == 0; /* no name: nothing to add (and strstr would find "" forever) */
+    for (const char *s = merged.meta.host; !listed && (s = strstr(s, host)) != NULL; s += len)
       listed = listed || ((s == merged.meta.host || s[-1] == ',') && (s[len] == ',' || !s[len]));
     size_t used = strlen(merged.meta.host);
     if (!listed)
