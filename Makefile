@@ -4,23 +4,27 @@
 #   make test    set up, build (CUDA compiled when nvcc is present), run the
 #                tests, install into a scratch prefix and build and run
 #                examples/ against it, then the CPU and OpenCL tests again under
-#                AddressSanitizer + UBSan, and the CUDA emulation under
-#                ThreadSanitizer
+#                AddressSanitizer + UBSan, the CUDA emulation under
+#                ThreadSanitizer, and the parsers under libFuzzer
 # Variables: BUILD (build dir), JOBS, BENCH_ARGS (extra `fuseport bench` flags).
 
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 RACE_BUILD ?= build-race
+FUZZ_BUILD ?= build-fuzz
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BENCH_ARGS ?=
 CMAKE_ARGS ?=
 
 # Debian 12 packages fuseport builds and tests with (PoCL gives OpenCL on the
-# CPU when there is no GPU; CLBlast, cmocka and cJSON have CMake configs).
+# CPU when there is no GPU; CLBlast, cmocka and cJSON have CMake configs;
+# clang and its runtime libraries give libFuzzer).
 DEB_PACKAGES = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-headers \
-               pocl-opencl-icd clinfo libclblast-dev libcmocka-dev libcjson-dev
+               pocl-opencl-icd clinfo libclblast-dev libcmocka-dev libcjson-dev \
+               clang libclang-rt-14-dev
 
-.PHONY: all deps configure build bench test test-plain test-install test-asan test-race format clean
+.PHONY: all deps configure build bench test test-plain test-install test-asan test-race test-fuzz \
+        format clean
 
 all: build
 
@@ -43,7 +47,7 @@ build: configure
 bench: build
 	./$(BUILD)/fuseport bench $(BENCH_ARGS)
 
-test: test-plain test-install test-asan test-race
+test: test-plain test-install test-asan test-race test-fuzz
 
 test-plain: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -85,8 +89,32 @@ test-race: deps
 	  cd $(RACE_BUILD) && ctest --output-on-failure -R '^cuda_emu$$'; \
 	else echo "test-race: SKIPPED: no CUDA toolkit found, no emulated CUDA kernels to check"; fi
 
+# The command's parsers under libFuzzer with ASan + UBSan (tests/fuzz):
+# each harness replays its corpus (tests/fuzz/corpus/<harness>, which keeps
+# every input that once found a fault), then fuzzes for FUZZ_SECONDS. A
+# crash, leak, hang (10 s an input) or broken property fails, and leaves the
+# input in $(FUZZ_BUILD)/artifacts; new inputs go to $(FUZZ_BUILD)/corpus,
+# never into the tree. Only the CPU backend: the parsers use no device.
+FUZZ_SECONDS ?= 30
+FUZZ_TARGETS = fuzz_values fuzz_args fuzz_results fuzz_merge
+test-fuzz: deps
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS) \
+	  -DCMAKE_C_COMPILER=clang -DFUSEPORT_FUZZ=ON -DFUSEPORT_CUDA=OFF -DFUSEPORT_OPENCL=OFF \
+	  -DFUSEPORT_TESTS=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz
+	@mkdir -p $(FUZZ_BUILD)/artifacts; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; log=$(FUZZ_BUILD)/$$t.log; \
+	  if $(FUZZ_BUILD)/tests/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	       -max_len=8192 -close_fd_mask=3 -dict=tests/fuzz/$$t.dict \
+	       -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- \
+	       $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t >$$log 2>&1; then \
+	    echo "test-fuzz: $$t: $$(grep -E '^#[0-9]+.*DONE' $$log | tail -1)"; \
+	  else tail -n 40 $$log; echo "test-fuzz: $$t FAILED (log $$log; the input is in" \
+	    "$(FUZZ_BUILD)/artifacts: rerun it with $(FUZZ_BUILD)/tests/fuzz/$$t FILE)"; exit 1; fi; \
+	done
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh' '*.cl')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(RACE_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(RACE_BUILD) $(FUZZ_BUILD)
