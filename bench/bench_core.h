@@ -127,6 +127,9 @@ fp_status fp_bench_spec_validate(const fp_bench_spec *s);
  * out (merge compares shards on everything else). */
 cJSON *fp_bench_spec_to_json(const fp_bench_spec *s, bool with_shard);
 fp_status fp_bench_spec_from_json(const cJSON *options, fp_bench_spec *s);
+/* "I/N" (--shard, meta.options.shard): decimal integers with 0 <= I < N,
+ * nothing else; false otherwise. */
+bool fp_bench_parse_shard(const char *text, int *index, int *count);
 
 /* ---- the sweep as groups ----------------------------------------------------------- */
 

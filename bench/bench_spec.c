@@ -1,6 +1,9 @@
 /* fuseport benchmark core: specs (and their JSON), the canonical sweep, shards
  * and the order of cells. */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -378,6 +381,24 @@ static fp_status json_double(const cJSON *o, const char *key, double *out) {
   return FP_OK;
 }
 
+/* sscanf's %d is undefined past INT_MAX (glibc wraps: "4294967296/3" read
+ * as shard 0/3), so each number is strtol's, digits only, in range. */
+bool fp_bench_parse_shard(const char *text, int *index, int *count) {
+  if (!isdigit((unsigned char)text[0]))
+    return false;
+  char *end = NULL;
+  errno = 0;
+  const long i = strtol(text, &end, 10);
+  if (errno != 0 || *end != '/' || !isdigit((unsigned char)end[1]))
+    return false;
+  const long n = strtol(end + 1, &end, 10);
+  if (errno != 0 || *end != '\0' || n > INT_MAX || i >= n)
+    return false;
+  *index = (int)i;
+  *count = (int)n;
+  return true;
+}
+
 fp_status fp_bench_spec_from_json(const cJSON *o, fp_bench_spec *s) {
   fp_bench_spec_init(s);
   s->n_ops = s->n_variants = 0;
@@ -458,10 +479,9 @@ fp_status fp_bench_spec_from_json(const cJSON *o, fp_bench_spec *s) {
   }
   const cJSON *shard = cJSON_GetObjectItemCaseSensitive(o, "shard");
   if (shard != NULL && !cJSON_IsNull(shard)) {
-    int i = -1, n = -1, used = 0;
-    if (!cJSON_IsString(shard) || sscanf(shard->valuestring, "%d/%d%n", &i, &n, &used) != 2 ||
-        shard->valuestring[used] != '\0')
-      return fp_error(FP_ERR_INVALID_ARGUMENT, "options.shard is not \"I/N\"");
+    int i = -1, n = -1;
+    if (!cJSON_IsString(shard) || !fp_bench_parse_shard(shard->valuestring, &i, &n))
+      return fp_error(FP_ERR_INVALID_ARGUMENT, "options.shard is not \"I/N\" with 0 <= I < N");
     s->shard_index = i;
     s->shard_count = n;
   }

@@ -173,10 +173,8 @@ usage_error(const char *fmt, ...) {
 }
 
 static bool parse_shard(const char *text, int *index, int *count) {
-  int i = -1, n = -1, used = 0;
-  if (sscanf(text, "%d/%d%n", &i, &n, &used) == 2 && text[used] == '\0' && text[0] != '-' &&
-      n >= 1 && i >= 0 && i < n)
-    return *index = i, *count = n, true;
+  if (fp_bench_parse_shard(text, index, count))
+    return true;
   fprintf(stderr,
           "fuseport bench: --shard '%s' is not I/N with 0 <= I < N (example: --shard 0/4)\n", text);
   return false;

@@ -18,6 +18,7 @@
 
 #include "bench_core.h"
 #include "cli.h"
+#include "cli_bench.h"
 #include "results.h"
 
 /* A spec of one op and the shapes, with params "NAME=VALUES" (NULL-ended). */
@@ -147,6 +148,35 @@ static void test_shape_past_2_53(void **state) {
   cJSON_Delete(json);
 }
 
+/* --shard and meta.options.shard were read with sscanf's %d, undefined past
+ * INT_MAX: glibc took "4294967296/3" as shard 0/3 (found reading the parser
+ * for the fuzzer, which cannot tell a wrapped number from a given one). */
+static void test_shard_text(void **state) {
+  (void)state;
+  int i = -1, n = -1;
+  assert_true(fp_bench_parse_shard("0/1", &i, &n));
+  assert_true(fp_bench_parse_shard("3/4", &i, &n));
+  assert_int_equal(i, 3);
+  assert_int_equal(n, 4);
+  static const char *const bad[] = {"4294967296/3", "1/4294967298", "4/4",  "-1/2", "+1/2",
+                                    " 1/2",         "1/ 2",         "1/2x", "1",    "/2",
+                                    "1/",           "1/-2",         "0/0",  ""};
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; ++k)
+    if (fp_bench_parse_shard(bad[k], &i, &n))
+      fail_msg("'%s' read as shard %d/%d", bad[k], i, n);
+  static fp_bench_cli cli;
+  char *argv[] = {"bench", "--op", "softmax", "--shapes", "8x8", "--shard", "4294967296/3", NULL};
+  assert_int_equal(fp_bench_parse_args(7, argv, &cli), FP_EXIT_USAGE);
+  fp_bench_spec s;
+  spec_of(&s, "softmax", "8x8", NULL);
+  cJSON *json = fp_bench_spec_to_json(&s, true);
+  assert_non_null(json);
+  cJSON_AddStringToObject(json, "shard", "4294967296/3");
+  fp_bench_spec back;
+  assert_int_not_equal(fp_bench_spec_from_json(json, &back), FP_OK);
+  cJSON_Delete(json);
+}
+
 /* ---- merge -------------------------------------------------------------------------- */
 
 static char tmpdir[] = "/tmp/fuseport-test-parsers.XXXXXX";
@@ -204,6 +234,7 @@ int main(void) {
       cmocka_unit_test(test_param_two_spellings),
       cmocka_unit_test(test_param_dimension_of_shape),
       cmocka_unit_test(test_shape_past_2_53),
+      cmocka_unit_test(test_shard_text),
       cmocka_unit_test(test_merge_shard_without_host),
   };
   int rc = cmocka_run_group_tests_name("parsers", tests, NULL, NULL);
