@@ -131,6 +131,10 @@ bool fp_cli_parse_ops(const char *text, const fp_op **ops, int max, int *count) 
     return true;
   }
   char buf[1024];
+  if (strlen(text) >= sizeof buf) { /* never cut a name (or the list) short */
+    fprintf(stderr, "fuseport: --op lists more than %zu characters\n", sizeof buf - 1);
+    return false;
+  }
   snprintf(buf, sizeof buf, "%s", text);
   char *save = NULL;
   for (char *name = strtok_r(buf, ",", &save); name != NULL; name = strtok_r(NULL, ",", &save)) {
@@ -139,8 +143,10 @@ bool fp_cli_parse_ops(const char *text, const fp_op **ops, int max, int *count) 
       fprintf(stderr, "fuseport: %s\n", fp_last_error());
       return false;
     }
-    if (*count >= max)
+    if (*count >= max) {
+      fprintf(stderr, "fuseport: --op lists more than %d ops\n", max);
       return false;
+    }
     ops[(*count)++] = op;
   }
   if (*count == 0) {

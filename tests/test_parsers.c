@@ -177,6 +177,23 @@ static void test_shard_text(void **state) {
   cJSON_Delete(json);
 }
 
+/* --op cut a list past 1023 characters short without a word, and refused
+ * one of more than 64 names without any. */
+static void test_op_list_limits(void **state) {
+  (void)state;
+  const fp_op *ops[FP_BENCH_MAX_OPS];
+  int n = 0;
+  char text[2048] = "";
+  for (int k = 0; k < 100; ++k)
+    strcat(text, k ? ",softmax" : "softmax");
+  assert_false(fp_cli_parse_ops(text, ops, FP_BENCH_MAX_OPS, &n));
+  for (int k = 0; k < 100; ++k)
+    strcat(text, ",layernorm");
+  assert_false(fp_cli_parse_ops(text, ops, FP_BENCH_MAX_OPS, &n));
+  assert_true(fp_cli_parse_ops("softmax,layernorm", ops, FP_BENCH_MAX_OPS, &n));
+  assert_int_equal(n, 2);
+}
+
 /* ---- merge -------------------------------------------------------------------------- */
 
 static char tmpdir[] = "/tmp/fuseport-test-parsers.XXXXXX";
@@ -235,6 +252,7 @@ int main(void) {
       cmocka_unit_test(test_param_dimension_of_shape),
       cmocka_unit_test(test_shape_past_2_53),
       cmocka_unit_test(test_shard_text),
+      cmocka_unit_test(test_op_list_limits),
       cmocka_unit_test(test_merge_shard_without_host),
   };
   int rc = cmocka_run_group_tests_name("parsers", tests, NULL, NULL);
