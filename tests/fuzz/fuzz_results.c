@@ -110,6 +110,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(text);
     return 0;
   }
+  /* what the reader promises of every cell it returns */
+  for (int k = 0; k < r.n_cells; ++k) {
+    const fp_cell *c = &r.cells[k];
+    FZ_CHECK(c->shape.n >= 2 && c->shape.n <= FP_SHAPE_MAX_DIMS);
+    for (int d = 0; d < c->shape.n; ++d)
+      FZ_CHECK(c->shape.d[d] >= 1 && c->shape.d[d] <= FP_SHAPE_MAX_DIM);
+    FZ_CHECK((unsigned)c->status < FP_CELL_STATUS_COUNT && c->op[0] != '\0');
+  }
   round_trip(&r);
   views(&r);
   compare(text, strlen(text));
