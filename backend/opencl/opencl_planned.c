@@ -78,8 +78,7 @@ void ocl_planned_kernel_release(ocl_planned_kernel *k) {
   k->kernel = NULL;
 }
 
-/* Whether `name` is one of the program's kernels (a ';'-separated list). */
-static bool has_kernel(const char *names, const char *name) {
+bool ocl_kernel_listed(const char *names, const char *name) {
   const size_t n = strlen(name);
   for (const char *p = names; (p = strstr(p, name)) != NULL; p += n)
     if ((p == names || p[-1] == ';') && (p[n] == '\0' || p[n] == ';'))
@@ -93,7 +92,7 @@ fp_status ocl_planned_kernel_make(fp_context *ctx, cl_device_id device, cl_progr
   const char *names = lim->names;
   const size_t *items = lim->items;
   const cl_ulong device_local = lim->local;
-  if (!has_kernel(names, name)) {
+  if (!ocl_kernel_listed(names, name)) {
     snprintf(out->why, sizeof out->why, "%s is not built for this device's limits", name);
     return FP_OK;
   }

@@ -31,6 +31,11 @@ fp_status ocl_planned_error(fp_context *ctx, cl_int err, const char *what, const
 fp_status ocl_planned_limits_get(fp_context *ctx, cl_device_id device, cl_program program,
                                  const char *family, ocl_planned_limits *out);
 void ocl_planned_limits_free(ocl_planned_limits *l);
+/* Whether `name` is one of a program's kernels, `names` its
+ * CL_PROGRAM_KERNEL_NAMES (';'-separated). Asking clCreateKernel instead
+ * makes a failing API call of every absent one (Oclgrind's --check-api
+ * reports each). */
+bool ocl_kernel_listed(const char *names, const char *name);
 /* Creates kernel `name` and keeps it where the device runs a group of
  * wx x wy with its local memory; a kernel the program compiled out is absent,
  * with the reason in out->why. Errors only for failing OpenCL calls. */
