@@ -69,6 +69,12 @@
  *                                  rejects them; set, a build that fails
  *                                  with them is an error. Other devices
  *                                  build without them whatever it says
+ *   FUSEPORT_OPENCL_OCLGRIND=0|1   what Oclgrind's --uninitialized check
+ *                                  needs (opencl_oclgrind.h): fills, copies
+ *                                  and partial writes through kernels, no
+ *                                  first touch of new buffers, released
+ *                                  buffers kept until the context ends.
+ *                                  Default: on Oclgrind only
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -83,6 +89,7 @@
 #include "opencl_attention.h"
 #include "opencl_conv.h"
 #include "opencl_gemm.h"
+#include "opencl_oclgrind.h"
 #include "opencl_planned.h" /* ocl_kernel_listed */
 
 /* The embedded programs, one per family of kernels.def. */
@@ -248,6 +255,13 @@ typedef struct cl_state {
   ocl_gemm *gemm; /* the gemm family's planner and the GEMM library (opencl_gemm.c) */
   ocl_conv *conv; /* the conv family's planner (opencl_conv.c) */
   ocl_attn *attn; /* the attention family's planner (opencl_attention.c) */
+  /* Oclgrind's mode (opencl_oclgrind.h; FUSEPORT_OPENCL_OCLGRIND): fills,
+   * copies and partial writes through kernels, no first touch, released
+   * buffers kept in `kept` until the context ends */
+  bool oclgrind;
+  ocl_xfer *xfer;
+  cl_mem *kept;
+  size_t nkept, kept_cap;
 } cl_state;
 
 /* What an fp_event handle points to. */
@@ -543,6 +557,10 @@ static void release_state(cl_state *cl) {
   ocl_gemm_destroy(cl->gemm);
   ocl_conv_destroy(cl->conv);
   ocl_attn_destroy(cl->attn);
+  ocl_xfer_destroy(cl->xfer);
+  for (size_t k = 0; k < cl->nkept; ++k)
+    clReleaseMemObject(cl->kept[k]);
+  free(cl->kept);
   for (int k = 0; k < FPK_COUNT; ++k) {
     if (cl->kernels[k] != NULL)
       clReleaseKernel(cl->kernels[k]);
@@ -712,7 +730,8 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
   cl->gemm = ocl_gemm_create();
   cl->conv = ocl_conv_create();
   cl->attn = ocl_attn_create();
-  if (cl->gemm == NULL || cl->conv == NULL || cl->attn == NULL) {
+  cl->xfer = ocl_xfer_create();
+  if (cl->gemm == NULL || cl->conv == NULL || cl->attn == NULL || cl->xfer == NULL) {
     release_state(cl);
     return fp_ctx_error(ctx, FP_ERR_OUT_OF_MEMORY, "opencl backend: host allocation failed");
   }
@@ -743,6 +762,13 @@ static fp_status open_device(fp_context *ctx, cl_platform_id platform, cl_device
   cl->stream_back = stream_back != 0;
   if (st == FP_OK)
     st = query_device(ctx, cl);
+  bool bad_mode = false;
+  if (st == FP_OK)
+    cl->oclgrind = ocl_oclgrind_wanted(ctx->info.platform, &bad_mode);
+  if (st == FP_OK && bad_mode)
+    st = fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                      "FUSEPORT_OPENCL_OCLGRIND must be 0 or 1 (got '%s')",
+                      env_or_unset("FUSEPORT_OPENCL_OCLGRIND"));
   if (st != FP_OK) {
     release_state(cl);
     return st;
@@ -929,6 +955,12 @@ static fp_status ocl_alloc(fp_context *ctx, uint64_t bytes, void **handle) {
   cl_mem mem = clCreateBuffer(cl->context, CL_MEM_READ_WRITE, (size_t)bytes, NULL, &err);
   if (err != CL_SUCCESS)
     return alloc_failure(ctx, cl, bytes, "clCreateBuffer", err);
+  /* Oclgrind: no touch, whose bytes would pass for initialised (a kernel
+   * reading memory nobody wrote would go unreported). */
+  if (cl->oclgrind) {
+    *handle = mem;
+    return FP_OK;
+  }
   /* Drivers (NVIDIA's) reserve device memory only when a buffer is first used
    * on the device. Touch the first bytes now so that an out-of-memory shows
    * here, at allocation, rather than at some later launch. The 0xFF bytes
@@ -950,7 +982,21 @@ static fp_status ocl_alloc(fp_context *ctx, uint64_t bytes, void **handle) {
 }
 
 static void ocl_release(fp_context *ctx, void *handle) {
-  (void)ctx;
+  cl_state *cl = state_of(ctx);
+  if (cl->oclgrind) { /* kept until the context ends (opencl_oclgrind.h) */
+    if (cl->nkept == cl->kept_cap) {
+      const size_t cap = cl->kept_cap != 0 ? 2 * cl->kept_cap : 64;
+      cl_mem *grown = realloc(cl->kept, cap * sizeof *grown);
+      if (grown != NULL) {
+        cl->kept = grown;
+        cl->kept_cap = cap;
+      }
+    }
+    if (cl->nkept < cl->kept_cap) {
+      cl->kept[cl->nkept++] = (cl_mem)handle;
+      return;
+    }
+  }
   clReleaseMemObject((cl_mem)handle);
 }
 
@@ -962,8 +1008,18 @@ static void ocl_release(fp_context *ctx, void *handle) {
 
 static uint64_t chunk_of(uint64_t left) { return left < OCL_CHUNK_BYTES ? left : OCL_CHUNK_BYTES; }
 
+static ocl_xfer_env xfer_env(const cl_state *cl) {
+  const ocl_xfer_env env = {cl->context, cl->device, cl->queue};
+  return env;
+}
+
 static fp_status ocl_write(fp_context *ctx, void *handle, uint64_t offset, const void *src,
                            uint64_t bytes) {
+  cl_state *cl = state_of(ctx);
+  if (cl->oclgrind) {
+    const ocl_xfer_env env = xfer_env(cl);
+    return ocl_xfer_write(ctx, cl->xfer, &env, (cl_mem)handle, offset, src, bytes);
+  }
   for (uint64_t done = 0; done < bytes;) {
     uint64_t n = chunk_of(bytes - done);
     cl_int err =
@@ -994,6 +1050,11 @@ static fp_status ocl_read(fp_context *ctx, void *handle, uint64_t offset, void *
 
 static fp_status ocl_fill(fp_context *ctx, void *handle, uint64_t offset, uint64_t bytes,
                           const void *pattern, size_t pattern_size) {
+  cl_state *cl = state_of(ctx);
+  if (cl->oclgrind) {
+    const ocl_xfer_env env = xfer_env(cl);
+    return ocl_xfer_fill(ctx, cl->xfer, &env, (cl_mem)handle, offset, bytes, pattern, pattern_size);
+  }
   for (uint64_t done = 0; done < bytes;) {
     uint64_t n = chunk_of(bytes - done);
     cl_int err = clEnqueueFillBuffer(state_of(ctx)->queue, (cl_mem)handle, pattern, pattern_size,
@@ -1009,6 +1070,12 @@ static fp_status ocl_fill(fp_context *ctx, void *handle, uint64_t offset, uint64
 
 static fp_status ocl_copy(fp_context *ctx, void *dst, uint64_t dst_offset, void *src,
                           uint64_t src_offset, uint64_t bytes) {
+  cl_state *cl = state_of(ctx);
+  if (cl->oclgrind) {
+    const ocl_xfer_env env = xfer_env(cl);
+    return ocl_xfer_copy(ctx, cl->xfer, &env, (cl_mem)dst, dst_offset, (cl_mem)src, src_offset,
+                         bytes);
+  }
   for (uint64_t done = 0; done < bytes;) {
     uint64_t n = chunk_of(bytes - done);
     cl_int err = clEnqueueCopyBuffer(state_of(ctx)->queue, (cl_mem)src, (cl_mem)dst,
@@ -1069,19 +1136,22 @@ static fp_status probe_timing(fp_context *ctx, cl_state *cl) {
   const cl_uint zero = 0;
   const char *call = "clEnqueueMarkerWithWaitList";
   err = clEnqueueMarkerWithWaitList(cl->queue, 0, NULL, &first);
-  if (err == CL_SUCCESS) {
+  fp_status st = FP_OK;
+  if (err == CL_SUCCESS && cl->oclgrind) {
+    const ocl_xfer_env env = xfer_env(cl);
+    st = ocl_xfer_fill(ctx, cl->xfer, &env, scratch, 0, probe_bytes, &zero, sizeof zero);
+  } else if (err == CL_SUCCESS) {
     call = "clEnqueueFillBuffer";
     err =
         clEnqueueFillBuffer(cl->queue, scratch, &zero, sizeof zero, 0, probe_bytes, 0, NULL, NULL);
   }
-  if (err == CL_SUCCESS) {
+  if (err == CL_SUCCESS && st == FP_OK) {
     call = "clEnqueueMarkerWithWaitList";
     err = clEnqueueMarkerWithWaitList(cl->queue, 0, NULL, &second);
   }
-  fp_status st = FP_OK;
-  if (err != CL_SUCCESS) {
+  if (st == FP_OK && err != CL_SUCCESS) {
     st = cl_fail(ctx, status_of(err), err, "%s (marker timing probe)", call);
-  } else {
+  } else if (st == FP_OK) {
     cl_ulong start_ns = 0, end_ns = 0;
     cl_int e1 = marker_end_ns(first, &start_ns);
     cl_int e2 = marker_end_ns(second, &end_ns);
