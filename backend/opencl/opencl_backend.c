@@ -91,6 +91,7 @@
 #include "opencl_gemm.h"
 #include "opencl_oclgrind.h"
 #include "opencl_planned.h" /* ocl_kernel_listed */
+#include "opencl_rows.h"
 
 /* The embedded programs, one per family of kernels.def. */
 #include "fp_cl_attention.h"
@@ -129,58 +130,6 @@ static const char *const family_sources[FPF_COUNT] = {
 #define FP_CL_NV_BUILD_OPTIONS " -cl-nv-maxrregcount=64"
 
 #define FP_CL_DEFAULT_L2_BYTES (4ull << 20)
-
-/* The launch planner's constants (see plan_rows) and defaults of its
- * tuning variables. */
-#define FP_CL_ROW_VEC 4         /* default FP_ROW_VEC of common.cl */
-#define FP_CL_MIN_TEAM 4        /* FP_MIN_TEAM of common.cl */
-#define FP_CL_ROWS_GROUP 256    /* smallest planned group */
-#define FP_CL_CACHE_TEAM 256    /* largest team of cached rows (see plan_rows) */
-#define FP_CL_HREDUCE_VEC 8     /* FP_HREDUCE_VEC of horizontal.cl */
-#define FP_CL_STREAM_VECTORS 16 /* float4 per work-item and pass of a streamed row */
-#define FP_CL_ROWS_MAX_GROUPS (1u << 20)
-#define FP_CL_MAX_GROUP 1024     /* FP_MAX_GROUP of common.cl */
-#define FP_CL_LOCAL_ROW_VEC 2048 /* FP_LOCAL_ROW_VEC of common.cl */
-/* Rows of fewer vectors stream without the local cache: on an H100
- * (NVIDIA OpenCL, 2026-11-23, docs/PERF.md) rows of 5000 and 6000 floats
- * ran 4-8% slower through it, rows of 8192 5-12% faster. */
-#define FP_CL_LOCAL_ROW_MIN_VEC 1537
-/* Local memory of a group of a _local kernel: lcache, then slots[] and
- * partials[] (FP_MAX_GROUP floats each). */
-#define FP_CL_LOCAL_ROW_BYTES (16u * FP_CL_LOCAL_ROW_VEC + 8u * FP_CL_MAX_GROUP)
-/* ... and of a group of a _local_back kernel, whose lcache holds
- * FP_PREFIX_ROW_VEC = 1.25 * FP_CL_LOCAL_ROW_VEC float4 (48 KiB in all) */
-#define FP_CL_PREFIX_ROW_BYTES (20u * FP_CL_LOCAL_ROW_VEC + 8u * FP_CL_MAX_GROUP)
-/* Streamed rows of at least this many floats take the _stream_back kernel
- * where the program has one (softmax, norm_chain, layernorm and
- * softmax_backward): its output pass writes each work-item's vectors last
- * first, so it starts on the end of the row, the part the pass before read
- * last and the likeliest still in L2. On an H100 (NVIDIA OpenCL,
- * 2026-11-25, three alternating rounds) from 32768 floats on: softmax,
- * norm_chain and layernorm 1.06-1.10x (softmax 2048 x 65536 535 -> 489 us),
- * softmax_backward 1.06-1.10x from 1024 rows (256 x 32768 52.8 -> 55.1 us
- * slower); at 8192-20001 floats the same order, in the _stream kernels,
- * lost up to 9% (softmax_backward 4096 x 10240), and _stream keeps its
- * forward loop. Where the row has its group to itself, softmax and
- * norm_chain take _local_back instead, which also keeps the row's first
- * 1.25 * FP_CL_LOCAL_ROW_VEC vectors (the part L2 has most likely lost by
- * the output pass) in local memory: against _stream_back, same call, with
- * 8192 floats 1.09-1.13x at 32768 floats (norm_chain 4096 x 32768 499 ->
- * 448 us), 1.04-1.06x at 65536; 10240 floats (48 KiB of local memory with
- * the reduction scratch) added 1.025-1.03x and 1.01-1.02x.
- * FUSEPORT_OPENCL_ROW_LOCAL=0 keeps them on _stream_back. */
-#define FP_CL_STREAM_BACK_MIN_N 32768
-
-/* The specialisations of a row kernel (common.cl, FP_ROWS_KERNELS), by the
- * suffix of their names. */
-typedef enum cl_row_variant {
-  CL_ROW_CACHED = 0,  /* _cached: the row in registers */
-  CL_ROW_STREAM,      /* _stream: re-read from global memory for each pass */
-  CL_ROW_LOCAL,       /* _local: streamed once, the later passes from local memory */
-  CL_ROW_STREAM_BACK, /* _stream_back: _stream, its output pass last vector first */
-  CL_ROW_LOCAL_BACK,  /* _local_back: _stream_back, the row's first vectors from local memory */
-  CL_ROW_VARIANTS
-} cl_row_variant;
 
 /* The argument positions of M and N of the planned kernels; false for every
  * other kernel (host geometry). */
@@ -240,9 +189,12 @@ typedef struct cl_state {
   cl_kernel kernels[FPK_COUNT];         /* NULL: not built yet, or absent */
   size_t kernel_group_limit[FPK_COUNT]; /* CL_KERNEL_WORK_GROUP_SIZE, for messages */
   bool host_geometry;                   /* FUSEPORT_OPENCL_HOST_GEOMETRY: no plan_rows */
-  /* the specialisations of a row kernel, by cl_row_variant; NULL where the
+  /* the specialisations of a row kernel, by ocl_row_kernel; NULL where the
    * program has none */
-  cl_kernel row_kernels[FPK_COUNT][CL_ROW_VARIANTS];
+  cl_kernel row_kernels[FPK_COUNT][OCL_ROW_VARIANTS];
+  /* CL_KERNEL_LOCAL_MEM_SIZE of a row kernel's specialisations and of the
+   * kernel itself (OCL_ROW_GENERIC), -1 where absent (opencl_rows.c) */
+  int64_t row_local_bytes[FPK_COUNT][OCL_ROW_KERNELS];
   uint32_t row_vec;        /* FUSEPORT_OPENCL_ROW_VEC */
   uint32_t rows_max_group; /* FUSEPORT_OPENCL_ROWS_MAX_GROUP; 0: plan_rows' rule */
   uint32_t stream_group;   /* FUSEPORT_OPENCL_STREAM_GROUP; 0: plan_rows' rule */
@@ -564,7 +516,7 @@ static void release_state(cl_state *cl) {
   for (int k = 0; k < FPK_COUNT; ++k) {
     if (cl->kernels[k] != NULL)
       clReleaseKernel(cl->kernels[k]);
-    for (int v = 0; v < CL_ROW_VARIANTS; ++v)
+    for (int v = 0; v < OCL_ROW_VARIANTS; ++v)
       if (cl->row_kernels[k][v] != NULL)
         clReleaseKernel(cl->row_kernels[k][v]);
   }
@@ -1378,27 +1330,42 @@ static fp_status build_family_now(fp_context *ctx, cl_state *cl, fp_kernel_famil
     }
     cl->kernel_group_limit[k] = limit;
   }
-  /* the specialisations of the row kernels, where the program has them */
-  static const char *const suffixes[CL_ROW_VARIANTS] = {"_cached", "_stream", "_local",
-                                                        "_stream_back", "_local_back"};
+  /* the specialisations of the row kernels, where the program has them,
+   * and the local memory of each and of the kernel itself (plan_rows) */
   for (int k = 0; k < FPK_COUNT && st == FP_OK; ++k) {
     int m_arg, n_arg;
     if (fp_kernel_family_of((fp_kernel_id)k) != family || cl->kernels[k] == NULL ||
         !rows_mn_args((fp_kernel_id)k, &m_arg, &n_arg))
       continue;
-    for (int v = 0; v < CL_ROW_VARIANTS && st == FP_OK; ++v) {
+    for (int v = 0; v < OCL_ROW_KERNELS && st == FP_OK; ++v) {
+      cl->row_local_bytes[k][v] = -1;
       char vname[128];
-      snprintf(vname, sizeof vname, "%s%s", fp_kernel_name((fp_kernel_id)k), suffixes[v]);
-      if (!ocl_kernel_listed(names, vname))
-        continue; /* none: plan_rows launches _stream or the generic kernel */
-      cl_kernel kernel = clCreateKernel(program, vname, &err);
+      snprintf(vname, sizeof vname, "%s%s", fp_kernel_name((fp_kernel_id)k),
+               ocl_row_kernel_suffix((ocl_row_kernel)v));
+      cl_kernel kernel = cl->kernels[k];
+      if (v != OCL_ROW_GENERIC) {
+        if (!ocl_kernel_listed(names, vname))
+          continue; /* none: plan_rows launches _stream or the generic kernel */
+        kernel = clCreateKernel(program, vname, &err);
+        if (err != CL_SUCCESS) {
+          snprintf(message, sizeof message, "clCreateKernel(%s, kernels/cl/%s.cl) failed: %s (%d)",
+                   vname, fname, cl_error_string(err), (int)err);
+          st = status_of(err);
+          break;
+        }
+        cl->row_kernels[k][v] = kernel;
+      }
+      cl_ulong local = 0;
+      err = clGetKernelWorkGroupInfo(kernel, cl->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof local,
+                                     &local, NULL);
       if (err != CL_SUCCESS) {
-        snprintf(message, sizeof message, "clCreateKernel(%s, kernels/cl/%s.cl) failed: %s (%d)",
-                 vname, fname, cl_error_string(err), (int)err);
-        st = status_of(err);
+        snprintf(message, sizeof message,
+                 "clGetKernelWorkGroupInfo(%s, CL_KERNEL_LOCAL_MEM_SIZE) failed: %s (%d)", vname,
+                 cl_error_string(err), (int)err);
+        st = FP_ERR_BACKEND;
         break;
       }
-      cl->row_kernels[k][v] = kernel;
+      cl->row_local_bytes[k][v] = local <= INT64_MAX ? (int64_t)local : INT64_MAX;
     }
   }
   if (st == FP_OK && missing[0] != '\0') {
@@ -1418,7 +1385,7 @@ static fp_status build_family_now(fp_context *ctx, cl_state *cl, fp_kernel_famil
         clReleaseKernel(cl->kernels[k]);
         cl->kernels[k] = NULL;
       }
-      for (int v = 0; v < CL_ROW_VARIANTS; ++v) {
+      for (int v = 0; v < OCL_ROW_VARIANTS; ++v) {
         if (cl->row_kernels[k][v] != NULL) {
           clReleaseKernel(cl->row_kernels[k][v]);
           cl->row_kernels[k][v] = NULL;
@@ -1492,178 +1459,52 @@ static fp_status ocl_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *co
   return FP_OK;
 }
 
-/* ---- the launch planner of the ROWS kernels ----------------------------------------------
- * kernels.def: a ROWS kernel's result never depends on the geometry, so the
- * backend may launch the fused row kernels of kernels/cl/reduce.cl and
- * horizontal.cl with a geometry of its own. Those kernels split a group of L
- * into teams of T work-items, one row per team (common.cl, fp_team_of): T is
- * the smallest power of two >= FP_CL_MIN_TEAM for which each work-item has
- * at most FP_ROW_VEC float4 vectors of the row, capped at L; a row fits
- * the register cache (read from global memory once) when
- * floor(N/4) <= T * FP_ROW_VEC. FP_ROW_VEC is the backend's row_vec
- * (FUSEPORT_OPENCL_ROW_VEC, default 4), passed to every build as -D.
- * The host asks for L = pow2_ceil(N/16) in [32, 1024] and one group per row
- * (ops/primitives.c, fp_rows_range). The plan instead:
- *   - T = that team size for N with L unbounded, capped at 256 (512 for
- *     softmax_backward; FUSEPORT_OPENCL_ROWS_MAX_GROUP overrides; less
- *     where the device is smaller): rows of up to 256 * 4 * 4 = 4096
- *     floats (8192) are cached; longer rows stream, with
- *     L = N / 64 within [256, 1024] (16 float4 per work-item and pass),
- *     at least 512 for the row kernels' rows of more than 8192 floats
- *     (1024 for softmax_backward; FUSEPORT_OPENCL_STREAM_GROUP overrides).
- *     Groups of 512 against 256 (and against norm_chain's and
- *     double_softmax's former teams of 1024 caching 4096 or more rows of
- *     8193..16384 floats), on an H100 (NVIDIA OpenCL, 2026-11-25, three
- *     alternating rounds, 120e041:docs/results/2026-11-25-h100-series/r43-cl-groups/),
- *     at 512-16384 rows of 10240-16384 floats: double_softmax 1.05-1.64x
- *     (16384 x 16384 1252 -> 844 us), norm_chain 1.13-1.51x, softmax
- *     1.09-1.31x, layernorm 1.03-1.35x (16384 x 16384 1059 -> 787);
- *     softmax_backward lost up to 30% and keeps its own rule.
- *     Measured on an H200 (NVIDIA OpenCL, 2026-11-23, docs/PERF.md), CUDA
- *     time over OpenCL time: a 256-wide streaming group beat a cached
- *     1024-wide team at N = 8192 and 16384 (softmax 0.71 -> 1.01 at
- *     8192 x 8192, layernorm 0.59 -> 0.91 and hreduce_reduce 0.46 -> 0.95 at
- *     4096 x 16384), 512 was best at N = 32768 and 1024 at 65536 (a few long
- *     rows need the widest groups); per kernel:
- *       softmax_backward, which holds two rows and streams them twice,
- *       lost with the narrower groups (0.83 -> 0.61 at 4096 x 16384) and
- *       keeps 1024-wide streaming, and a cache up to a team of 512: with
- *       the team reductions of 9eed3a9, on an H100 (2026-11-24, two rounds,
- *       FUSEPORT_OPENCL_ROWS_MAX_GROUP=512 against 1024) streaming rows of
- *       16384 took 0.87-0.95 of the time of caching them (4096 x 16384
- *       291.6 -> 276.8 us, 128 x 16384 19.2 -> 16.8), rows of 8192 the same;
- *       norm_chain and double_softmax, in the same measurement, cached rows
- *       of 16384 in teams of 1024 faster than they streamed them where
- *       there are many (norm_chain 4096 x 16384 269.7 -> 237.1 us, 16384 x
- *       16384 1060 -> 911; double_softmax 333 -> 323 and 1338 -> 1250), but
- *       slower with 128-512 rows (double_softmax 512 x 16384 45.8 -> 51.9),
- *       and rows of 8192 in teams of 512 slower everywhere (4096 x 8192:
- *       norm_chain 96.0 -> 101.0, double_softmax 120.0 -> 128.1); softmax
- *       gained 1.6% at 16384 x 16384 only and layernorm lost everywhere;
- *       layernorm, whose cached kernel still spills (104 bytes at
- *       FP_ROW_VEC 4), caches rows of up to 64 floats only (a team of
- *       FP_CL_MIN_TEAM) and streams the rest: on an H200 a cap of 1024
- *       floats took 4096 x 4096 and 8192 x 4096 from 0.63 to 0.77, and on
- *       an H100 (2026-11-23, clcap_*.json) streaming rows of 128 to 1024
- *       floats took them from 0.67-0.80 to 0.86-1.09 (65536 x 1024: 0.69
- *       -> 0.94); the two reads then mostly hit L2;
- *       the horizontal kernels, which hold no row, size their teams with
- *       FP_HREDUCE_VEC = 8 float4 per work-item, so rows of up to 8192
- *       floats go to teams of up to 256 (their "cached" case below only
- *       sizes teams: they have one kernel, which streams);
- *   - cached: L = max(T, FP_CL_ROWS_GROUP): short rows share a group, L / T
- *     rows per group (a row of 128 is a team of 8, 32 rows per group of
- *     256), where the host's geometry gives each a 32-wide group, mostly
- *     idle, and the H100's limit of 32 resident groups per SM then caps it
- *     at half its threads (docs/PERF.md);
- *   - groups: enough for every row at L / T rows per group, at most 2^20 as
- *     the host's (larger M loops inside the kernel);
- *   - streamed rows with one row per group (T = L) whose body fits
- *     lcache but is not short, FP_CL_LOCAL_ROW_MIN_VEC <= N/4 <=
- *     FP_LOCAL_ROW_VEC = 2048 vectors (rows of 6148 to 8195 floats), take
- *     the _local kernel where the program has one (softmax, norm_chain):
- *     the row is read from global memory once, its later passes read
- *     local memory. The kernel checks the upper bound (fp_rows_local) and
- *     otherwise re-reads global memory. Measured on an H100 against
- *     _stream (FUSEPORT_OPENCL_ROW_LOCAL=0, docs/PERF.md): rows of 8192,
- *     1024 to 16384 of them, 5-12% faster; rows of 5000 and 6000 4-8%
- *     slower, hence the lower bound; double_softmax (exp-bound) within
- *     +-4%, and layernorm, whose _local kernel spills under the
- *     64-register cap, 10-20% slower, so their programs have none.
- * Measured on an H200 (docs/PERF.md): planned teams cached rows once, but
- * the generic kernels, which hold the cache and the streaming loop at
- * once, spilled under the 64-register cap and ran at 0.5-0.65 of CUDA;
- * hence the specialisations. */
-/* Replaces the host's 1-D geometry of a planned ROWS kernel (global and
- * local of dimension 0) and picks the kernel: its _cached specialisation
- * when the planned team holds the row in registers, its _local one for a
- * streamed row that fits lcache alone in its group, its _stream one
- * otherwise (_stream where the program has no _local, the generic kernel
- * where it has neither, or with FUSEPORT_OPENCL_ROW_VARIANTS=0). Leaves
- * geometry and kernel alone for any other kernel, with
- * FUSEPORT_OPENCL_HOST_GEOMETRY, or where the arguments do not look as
- * kernels.def says (the shared layer has checked them; this is defence).
- * The rule mirrors fp_team_of of common.cl: the kernel derives its team
- * from N and L alone, so a _cached launch is only planned where that team
- * fits the row (the kernel would otherwise write nothing), a _local one
- * only where it is the whole group (the kernel would otherwise re-read
- * global memory). */
-static void plan_rows(const fp_context *ctx, const cl_state *cl, fp_kernel_id id,
-                      const fp_ndrange *nd, const fp_karg *args, int nargs, size_t *global,
-                      size_t *local, cl_kernel *kernel) {
+/* The ROWS kernels' launch (opencl_rows.c): the planner's geometry and
+ * kernel in place of the host's 1-D geometry and the generic kernel, for the
+ * fused row kernels; any other kernel is left alone. An error where no
+ * kernel of the op fits the device's local memory. */
+static fp_status plan_rows(fp_context *ctx, const cl_state *cl, fp_kernel_id id,
+                           const fp_ndrange *nd, const fp_karg *args, int nargs, size_t *global,
+                           size_t *local, cl_kernel *kernel) {
   int m_arg = 0, n_arg = 0;
-  if (cl->host_geometry || nd->dims != 1 || !rows_mn_args(id, &m_arg, &n_arg) || n_arg >= nargs ||
-      args[m_arg].kind != FP_ARG_I64 || args[n_arg].kind != FP_ARG_I64)
-    return;
-  const int64_t M = args[m_arg].v.i64, N = args[n_arg].v.i64;
-  uint32_t max_local = 1;
-  while (2 * max_local <= ctx->info.max_group_size && 2 * max_local <= 1024)
-    max_local *= 2;
-  if (M <= 0 || N < 0 || max_local < 32)
-    return;
-  /* the per-kernel exceptions of the rule above */
-  const bool wide = id == FPK_softmax_backward_fused;
-  const bool horizontal = id == FPK_hreduce_pointwise_fused || id == FPK_hreduce_reduce_fused;
-  uint32_t cache_cap = FP_CL_CACHE_TEAM;
-  if (cl->rows_max_group != 0)
-    cache_cap = cl->rows_max_group;
-  else if (wide)
-    cache_cap = 512;
-  else if (id == FPK_layernorm_fused)
-    cache_cap = FP_CL_MIN_TEAM;
-  if (cache_cap > max_local)
-    cache_cap = max_local;
-  const uint32_t vec = horizontal ? FP_CL_HREDUCE_VEC : cl->row_vec;
-  const int64_t need = ((N / 4) + vec - 1) / vec;
-  uint32_t team = FP_CL_MIN_TEAM;
-  while (team < need && team < cache_cap)
-    team *= 2;
-  const bool cached = N / 4 <= (int64_t)team * vec;
-  uint32_t group;
-  if (cached) {
-    group = FP_CL_ROWS_GROUP < max_local ? FP_CL_ROWS_GROUP : max_local;
-    if (team > group)
-      group = team;
-  } else {
-    if (cl->stream_group != 0) {
-      group = cl->stream_group;
-    } else if (wide) {
-      group = 1024;
-    } else {
-      /* FP_CL_STREAM_VECTORS per work-item, within [256, 1024]; from 512
-       * for the row kernels' rows of more than 8192 floats */
-      group = !horizontal && N > 8192 ? 512 : 256;
-      while (group < 1024 && (int64_t)group * 4 * FP_CL_STREAM_VECTORS < N)
-        group *= 2;
-    }
-    if (group > max_local)
-      group = max_local;
-    team = FP_CL_MIN_TEAM; /* fp_team_of's team for this group */
-    while (team < need && team < group)
-      team *= 2;
-  }
-  const uint64_t rows_per_group = group / team;
-  uint64_t groups = ((uint64_t)M + rows_per_group - 1) / rows_per_group;
-  if (groups > FP_CL_ROWS_MAX_GROUPS)
-    groups = FP_CL_ROWS_MAX_GROUPS;
-  *local = group;
-  *global = (size_t)(groups * group);
-  cl_row_variant v = cached ? CL_ROW_CACHED : CL_ROW_STREAM;
-  /* the body of a row has at most N/4 vectors, whatever its alignment */
-  if (!cached && team == group && N / 4 >= FP_CL_LOCAL_ROW_MIN_VEC &&
-      N / 4 <= FP_CL_LOCAL_ROW_VEC && cl->row_local && cl->local_rows_fit &&
-      cl->row_kernels[id][CL_ROW_LOCAL] != NULL)
-    v = CL_ROW_LOCAL;
-  if (v == CL_ROW_STREAM && N >= FP_CL_STREAM_BACK_MIN_N && cl->stream_back) {
-    if (team == group && cl->row_local && cl->local_rows_fit &&
-        cl->row_kernels[id][CL_ROW_LOCAL_BACK] != NULL)
-      v = CL_ROW_LOCAL_BACK;
-    else if (cl->row_kernels[id][CL_ROW_STREAM_BACK] != NULL)
-      v = CL_ROW_STREAM_BACK;
-  }
-  cl_kernel variant = cl->row_kernels[id][v];
-  if (!cl->generic_rows && variant != NULL)
-    *kernel = variant;
+  if (!rows_mn_args(id, &m_arg, &n_arg))
+    return FP_OK;
+  ocl_rows_request rq;
+  rq.kind = id == FPK_softmax_backward_fused ? OCL_ROWS_WIDE
+            : id == FPK_layernorm_fused      ? OCL_ROWS_LAYERNORM
+            : id == FPK_hreduce_pointwise_fused || id == FPK_hreduce_reduce_fused
+                ? OCL_ROWS_HORIZONTAL
+                : OCL_ROWS_PLAIN;
+  /* arguments not as kernels.def says: the shared layer has checked them,
+   * this is defence */
+  rq.planned = nd->dims == 1 && n_arg < nargs && args[m_arg].kind == FP_ARG_I64 &&
+               args[n_arg].kind == FP_ARG_I64;
+  rq.M = rq.planned ? args[m_arg].v.i64 : 0;
+  rq.N = rq.planned ? args[n_arg].v.i64 : 0;
+  rq.global = *global;
+  rq.local = *local;
+  memcpy(rq.local_bytes, cl->row_local_bytes[id], sizeof rq.local_bytes);
+  const ocl_rows_config cfg = {
+      .max_group = ctx->info.max_group_size,
+      .device_local = ctx->info.local_mem_bytes,
+      .row_vec = cl->row_vec,
+      .rows_max_group = cl->rows_max_group,
+      .stream_group = cl->stream_group,
+      .host_geometry = cl->host_geometry,
+      .generic_rows = cl->generic_rows,
+      .row_local = cl->row_local,
+      .stream_back = cl->stream_back,
+      .local_rows_fit = cl->local_rows_fit,
+  };
+  ocl_rows_launch plan;
+  char why[512];
+  if (!ocl_rows_plan(&cfg, &rq, &plan, why, sizeof why))
+    return fp_ctx_error(ctx, FP_ERR_UNSUPPORTED, "%s on '%s': %s", fp_kernel_name(id),
+                        ctx->info.name, why);
+  *global = plan.global;
+  *local = plan.local;
+  *kernel = plan.kernel == OCL_ROW_GENERIC ? cl->kernels[id] : cl->row_kernels[id][plan.kernel];
+  return FP_OK;
 }
 
 /* The backend's pieces the GEMM code (opencl_gemm.c) works with. */
@@ -1707,7 +1548,9 @@ static fp_status ocl_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange *
     if (st != FP_OK)
       return st;
   } else {
-    plan_rows(ctx, cl, id, nd, args, nargs, &global[0], &local[0], &kernel);
+    st = plan_rows(ctx, cl, id, nd, args, nargs, &global[0], &local[0], &kernel);
+    if (st != FP_OK)
+      return st;
   }
   for (int a = 0; a < nargs; ++a) {
     cl_int err = CL_SUCCESS;
