@@ -5,7 +5,8 @@
 #                tests, install into a scratch prefix and build and run
 #                examples/ against it, then the CPU and OpenCL tests again under
 #                AddressSanitizer + UBSan, the CUDA emulation under
-#                ThreadSanitizer, and the parsers under libFuzzer
+#                ThreadSanitizer, the parsers under libFuzzer, and the OpenCL
+#                kernels under Oclgrind
 # Variables: BUILD (build dir), JOBS, BENCH_ARGS (extra `fuseport bench` flags).
 
 BUILD ?= build
@@ -18,13 +19,14 @@ CMAKE_ARGS ?=
 
 # Debian 12 packages fuseport builds and tests with (PoCL gives OpenCL on the
 # CPU when there is no GPU; CLBlast, cmocka and cJSON have CMake configs;
-# clang and its runtime libraries give libFuzzer).
+# clang and its runtime libraries give libFuzzer; Oclgrind simulates OpenCL
+# devices for test-oclgrind).
 DEB_PACKAGES = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-headers \
                pocl-opencl-icd clinfo libclblast-dev libcmocka-dev libcjson-dev \
-               clang libclang-rt-14-dev
+               clang libclang-rt-14-dev oclgrind
 
 .PHONY: all deps configure build bench test test-plain test-install test-asan test-race test-fuzz \
-        format clean
+        test-oclgrind format clean
 
 all: build
 
@@ -47,7 +49,7 @@ build: configure
 bench: build
 	./$(BUILD)/fuseport bench $(BENCH_ARGS)
 
-test: test-plain test-install test-asan test-race test-fuzz
+test: test-plain test-install test-asan test-race test-fuzz test-oclgrind
 
 test-plain: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -112,6 +114,14 @@ test-fuzz: deps
 	  else tail -n 40 $$log; echo "test-fuzz: $$t FAILED (log $$log; the input is in" \
 	    "$(FUZZ_BUILD)/artifacts: rerun it with $(FUZZ_BUILD)/tests/fuzz/$$t FILE)"; exit 1; fi; \
 	done
+
+# The OpenCL kernels under Oclgrind, the OpenCL simulator, as
+# compute-sanitizer runs the CUDA ones (tests/oclgrind.sh): `fuseport check`
+# of every op family on small odd shapes with its data-race,
+# uninitialised-value and API checks; any failure or report fails. About 3
+# minutes on 2 cores.
+test-oclgrind: build
+	JOBS=$(JOBS) tests/oclgrind.sh $(BUILD)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh' '*.cl')

@@ -13,8 +13,11 @@
  * reduce.cl, the accumulators of the reductions below) keep it in registers
  * only if they are inlined, which generic clang at -O2 declined for the
  * larger ones (checked on the LLVM IR of clang 15: fp_rc_max stayed a call
- * with the cache on the stack). */
-#if defined(__clang__)
+ * with the cache on the stack). -DFP_NO_FORCE_INLINE leaves inlining to the
+ * compiler: Oclgrind 21.10 cannot run the llvm.experimental.noalias.scope.decl
+ * calls that clang's always-inliner leaves at -O0, where tests/oclgrind.sh
+ * builds (see there why). */
+#if defined(__clang__) && !defined(FP_NO_FORCE_INLINE)
 #define FP_INLINE inline __attribute__((always_inline))
 #else
 #define FP_INLINE inline
