@@ -118,8 +118,8 @@ test-fuzz: deps
 # The OpenCL kernels under Oclgrind, the OpenCL simulator, as
 # compute-sanitizer runs the CUDA ones (tests/oclgrind.sh): `fuseport check`
 # of every op family on small odd shapes with its data-race,
-# uninitialised-value and API checks; any failure or report fails. About 3
-# minutes on 2 cores.
+# uninitialised-value and API checks; any failure or report fails. About 1.5
+# minutes on 2 cores (the Release build; 3 with a Debug one).
 test-oclgrind: build
 	JOBS=$(JOBS) tests/oclgrind.sh $(BUILD)
 
