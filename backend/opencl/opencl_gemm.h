@@ -61,11 +61,11 @@ fp_status ocl_gemm_library(fp_context *ctx, ocl_gemm *g, const ocl_gemm_env *env
 fp_status ocl_gemm_library_prepare(fp_context *ctx, ocl_gemm *g, const ocl_gemm_env *env,
                                    fp_dtype dtype, double *compile_ms);
 
-/* Defined in opencl_backend.c: "CL_INVALID_VALUE" etc. for an OpenCL code. */
+/* Defined in opencl_errors.c: "CL_INVALID_VALUE" etc. for an OpenCL code. */
 const char *ocl_error_name(cl_int err);
 /* An unsigned tuning variable: `fallback` when unset or empty; false when it
  * is not a whole number in [lo, hi] (or not a power of two, if pow2).
- * (opencl_backend.c) */
+ * (opencl_device.c) */
 bool ocl_env_u32(const char *name, uint32_t lo, uint32_t hi, bool pow2, uint32_t fallback,
                  uint32_t *value);
 
