@@ -744,6 +744,58 @@ static unsigned elem_fit(int64_t M, int64_t N, const fp_elem_operand *ops, int c
   return fp_cuda_plan_elem_builds(M, N, ops, count, training, threads);
 }
 
+/* FLATBIAS32: rows whose length is not a multiple of 4, contiguous operands
+ * and a row-broadcast bias (operand 2); rowvec32 keeps N % 4 == 0. */
+static void test_elem_flatbias_builds(void **state) {
+  (void)state;
+  const unsigned rows = 1u << FP_ELEM_ROWVEC32, fb = 1u << FP_ELEM_FLATBIAS32,
+                 fb_training = 1u << FP_ELEM_FLATBIAS32_TRAINING;
+  const uint64_t base = (uint64_t)1 << 30, threads = 1024;
+  const int64_t shapes[][2] = {{7094, 21631}, {24695, 4099}, {144, 10007}, {44631, 59},
+                               {3, 262147},   {13714, 7},    {1, 1},       {3, 5},
+                               {4, 3},        {1, 65537},    {5, 2}};
+  for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; ++k) {
+    const int64_t M = shapes[k][0], N = shapes[k][1];
+    /* bias_gelu (out, inp, bias) and bias_dropout_add (out, inp, bias, res) */
+    const fp_elem_operand ops[4] = {
+        {base, N, 1}, {base + 4096, N, 1}, {base + 8192 + 4, 0, 1}, {base + 12288, N, 1}};
+    assert_int_equal(elem_fit(M, N, ops, 3, false, threads), fb);
+    assert_int_equal(elem_fit(M, N, ops, 4, false, threads), fb);
+    assert_int_equal(elem_fit(M, N, ops, 4, true, threads), fb_training);
+    assert_int_equal(elem_fit(M, N, ops, 2, false, threads) & fb, 0); /* no bias operand */
+  }
+  /* N % 4 == 0 keeps rowvec32 alone */
+  fp_elem_operand g[4] = {
+      {base, 1024, 1}, {base + 4096, 1024, 1}, {base + 8192, 0, 1}, {base + 12288, 1024, 1}};
+  assert_int_equal(elem_fit(64, 1024, g, 4, false, threads), rows);
+  const int64_t N = 4099;
+  for (int k = 0; k < 4; ++k)
+    g[k].s0 = k == 2 ? 0 : N;
+  assert_int_equal(elem_fit(63, N, g, 4, false, threads), fb);
+  /* each operand off its layout refuses it (M*N odd: no flat32 either) */
+  for (int k = 0; k < 4; ++k) {
+    const fp_elem_operand keep = g[k];
+    g[k].s1 = 2; /* strided columns */
+    assert_int_equal(elem_fit(63, N, g, 4, false, threads), 0);
+    g[k].s1 = 1;
+    g[k].s0 = k == 2 ? N : N + 1; /* a full bias; padded rows */
+    assert_int_equal(elem_fit(63, N, g, 4, false, threads), 0);
+    g[k] = keep;
+    g[k].address += 4; /* misaligned: only the bias is read per element */
+    assert_int_equal(elem_fit(63, N, g, 4, false, threads), k == 2 ? fb : 0);
+    g[k] = keep;
+  }
+  g[2].s0 = 7; /* one row: the bias row stride is never used */
+  assert_int_equal(elem_fit(1, N, g, 4, false, threads), fb);
+  g[2].s0 = 0;
+  /* 32-bit indices: M*N and 4 * threads below 2^31 */
+  const int64_t m_max = (int64_t)INT32_MAX / N;
+  assert_int_equal(elem_fit(m_max, N, g, 4, false, threads), fb);
+  assert_int_equal(elem_fit(m_max + 1, N, g, 4, false, threads), 0);
+  assert_int_equal(elem_fit(63, N, g, 4, false, ((uint64_t)1 << 29) - 1), fb);
+  assert_int_equal(elem_fit(63, N, g, 4, false, (uint64_t)1 << 29), 0);
+}
+
 static void test_elem_builds(void **state) {
   (void)state;
   const unsigned flat = 1u << FP_ELEM_FLAT32, rows = 1u << FP_ELEM_ROWVEC32,
@@ -831,6 +883,7 @@ int main(void) {
       cmocka_unit_test(test_elem_policy_from_env),
       cmocka_unit_test(test_elem_grids),
       cmocka_unit_test(test_elem_builds),
+      cmocka_unit_test(test_elem_flatbias_builds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

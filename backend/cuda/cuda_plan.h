@@ -175,10 +175,12 @@ uint32_t fp_cuda_plan_elem(fp_elem_grid_policy policy, int64_t n, bool three_str
  * keeps the registered build everywhere; "lean" or unset, the default,
  * launches a lean build wherever one fits. */
 typedef enum fp_elem_build {
-  FP_ELEM_FLAT32 = 0,            /* every operand flat, no dropout */
-  FP_ELEM_ROWVEC32 = 1,          /* float4 along rows, no dropout */
-  FP_ELEM_ROWVEC32_TRAINING = 2, /* the same with bias_dropout_add's dropout */
-  FP_ELEM_BUILD_COUNT = 3
+  FP_ELEM_FLAT32 = 0,              /* every operand flat, no dropout */
+  FP_ELEM_ROWVEC32 = 1,            /* float4 along rows, no dropout */
+  FP_ELEM_ROWVEC32_TRAINING = 2,   /* the same with bias_dropout_add's dropout */
+  FP_ELEM_FLATBIAS32 = 3,          /* flat operands and a row-broadcast bias, any N */
+  FP_ELEM_FLATBIAS32_TRAINING = 4, /* the same with bias_dropout_add's dropout */
+  FP_ELEM_BUILD_COUNT = 5          /* at most FP_CUDA_MAX_BUILDS (cuda_kernels.h) */
 } fp_elem_build;
 
 /* An operand of an ELEM kernel over a logical [M, N]: its base address and
@@ -191,12 +193,17 @@ typedef struct fp_elem_operand {
 /* The lean builds that compute these arguments exactly (bit b: fp_elem_build
  * b), for `count` operands (output first) over [M, N], launched with
  * `threads` threads in all; `training`: the dropout path runs, which only
- * ROWVEC32_TRAINING has. Each build's precondition (cuda_kernels.h):
- *   FLAT32     every operand flat ((M == 1 or s0 == N) and (N == 1 or
- *              s1 == 1)) and 16-byte aligned, M*N % 4 == 0;
- *   ROWVEC32*  N % 4 == 0, every operand s1 == 1, s0 >= 0, s0 % 4 == 0,
- *              16-byte aligned, its last offset (M-1)*s0 + N-1 < 2^31;
- *   both       M*N < 2^31 and 4 * threads < 2^31 (32-bit indices). */
+ * the *_TRAINING builds have. Each build's precondition (device_common.cuh):
+ *   FLAT32       every operand flat ((M == 1 or s0 == N) and (N == 1 or
+ *                s1 == 1)) and 16-byte aligned, M*N % 4 == 0;
+ *   ROWVEC32*    N % 4 == 0, every operand s1 == 1, s0 >= 0, s0 % 4 == 0,
+ *                16-byte aligned, its last offset (M-1)*s0 + N-1 < 2^31;
+ *   FLATBIAS32*  N % 4 != 0 (where ROWVEC32 cannot run), at least 3
+ *                operands: operand 2 (the bias of bias_gelu and
+ *                bias_dropout_add) a row broadcast ((M == 1 or s0 == 0)
+ *                and (N == 1 or s1 == 1)), every other one flat and 16-byte
+ *                aligned;
+ *   all          M*N < 2^31 and 4 * threads < 2^31 (32-bit indices). */
 unsigned fp_cuda_plan_elem_builds(int64_t M, int64_t N, const fp_elem_operand *operands, int count,
                                   bool training, uint64_t threads);
 

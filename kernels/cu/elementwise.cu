@@ -115,6 +115,35 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
                                               BiasDropoutAdd{seed, p, scale});
 }
 
+/* Rows whose length is not a multiple of 4 (flatbias32): contiguous inp, res
+ * and out, the bias [N] broadcast along rows. */
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    bias_gelu_fused_flatbias32(float *out, const float *inp, const float *bias, long long M,
+                               long long N) {
+  const float *const in[2] = {inp, bias};
+  elem_flatbias32<FP_ELEM_UNROLL>(out, in, (unsigned)N, (unsigned)(M * N), BiasGelu{});
+}
+
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    bias_dropout_add_fused_flatbias32(float *out, const float *inp, const float *bias,
+                                      const float *res, long long M, long long N, long long,
+                                      long long, long long, long long, long long, long long, float,
+                                      float, long long, int) {
+  const float *const in[3] = {inp, bias, res};
+  elem_flatbias32<FP_ELEM_UNROLL_THREE_STREAMS>(out, in, (unsigned)N, (unsigned)(M * N), BiasAdd{});
+}
+
+static __global__ void __launch_bounds__(kMaxBlock, 1)
+    bias_dropout_add_fused_flatbias32_training(float *out, const float *inp, const float *bias,
+                                               const float *res, long long M, long long N,
+                                               long long, long long, long long, long long,
+                                               long long, long long, float p, float scale,
+                                               long long seed, int) {
+  const float *const in[3] = {inp, bias, res};
+  elem_flatbias32<FP_ELEM_UNROLL_THREE_STREAMS>(out, in, (unsigned)N, (unsigned)(M * N),
+                                                BiasDropoutAdd{seed, p, scale});
+}
+
 #ifndef FPCU_EMULATION /* static shared memory, which tests/cuda_emu does not model */
 /* bias_dropout_add_fused_t: same arguments and result;                 TILE
  * meant for a column-major output (so0 == 1) and residual with the
@@ -194,10 +223,14 @@ extern "C" void fp_cuda_register_elementwise(const void *table[FPK_COUNT]) {
 
 extern "C" void fp_cuda_register_tuning_elementwise(fp_cuda_tuning table[FPK_COUNT]) {
   table[FPK_pointwise_chain_fused] =
-      elem_tuning(reinterpret_cast<const void *>(&pointwise_chain_fused_flat32), nullptr, nullptr);
+      elem_tuning(reinterpret_cast<const void *>(&pointwise_chain_fused_flat32), nullptr, nullptr,
+                  nullptr, nullptr);
   table[FPK_bias_gelu_fused] =
-      elem_tuning(nullptr, reinterpret_cast<const void *>(&bias_gelu_fused_rowvec32), nullptr);
+      elem_tuning(nullptr, reinterpret_cast<const void *>(&bias_gelu_fused_rowvec32), nullptr,
+                  reinterpret_cast<const void *>(&bias_gelu_fused_flatbias32), nullptr);
   table[FPK_bias_dropout_add_fused] =
       elem_tuning(nullptr, reinterpret_cast<const void *>(&bias_dropout_add_fused_rowvec32),
-                  reinterpret_cast<const void *>(&bias_dropout_add_fused_rowvec32_training));
+                  reinterpret_cast<const void *>(&bias_dropout_add_fused_rowvec32_training),
+                  reinterpret_cast<const void *>(&bias_dropout_add_fused_flatbias32),
+                  reinterpret_cast<const void *>(&bias_dropout_add_fused_flatbias32_training));
 }

@@ -10,6 +10,7 @@
  * fails. Structural mistakes give errors of order one; the tolerance
  * (1e-4 of the row's largest reference value) only absorbs float32
  * rounding. */
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -623,6 +624,92 @@ void test_elem_bias_dropout_add(void **) {
       }
 }
 
+/* The flatbias32 builds (rows whose length is not a multiple of 4): bias_gelu
+ * and bias_dropout_add, training and not, over contiguous [M, N] with the
+ * bias [N] broadcast (one float past 16-byte alignment: it is read per
+ * element). N below 4 wraps the bias several times in one float4; the
+ * n % 4 tail is scalar; the last cases reach U float4 per thread. Nothing
+ * past the n outputs is written. */
+const ElemCase kFlatBiasCases[] = {{1, 1, 1, 32},     {2, 1, 1, 32},    {5, 2, 1, 32},
+                                   {3, 5, 2, 32},     {4, 3, 3, 32},    {13, 7, 1, 32},
+                                   {13, 7, 4, 64},    {7, 4099, 3, 64}, {5, 10007, 4, 32},
+                                   {1, 65537, 2, 32}, {3, 21851, 5, 32}};
+
+void expect_flatbias(const std::string &what, const float *got, const float *registered,
+                     const std::vector<double> &want, long long n) {
+  expect_elem(what, got, n, want, 1, n, 1e-5);
+  expect_same(what, got, registered, (size_t)n);
+  for (long long k = n; k < n + 4; ++k)
+    if (!std::isnan(got[k]))
+      fail_msg("%s: element %lld past the end written", what.c_str(), k);
+}
+
+void test_elem_flatbias(void **) {
+  const fp_kernel_id gelu_id = FPK_bias_gelu_fused, bda_id = FPK_bias_dropout_add_fused;
+  BiasGeluFn gelu = reinterpret_cast<BiasGeluFn>(kernels().get(gelu_id, -1));
+  BiasGeluFn gelu_lean = reinterpret_cast<BiasGeluFn>(kernels().get(gelu_id, FP_ELEM_FLATBIAS32));
+  BiasDropoutAddFn bda = reinterpret_cast<BiasDropoutAddFn>(kernels().get(bda_id, -1));
+  assert_non_null(gelu);
+  assert_non_null(gelu_lean);
+  assert_non_null(bda);
+  for (const ElemCase &c : kFlatBiasCases) {
+    const long long M = c.M, N = c.N, n = M * N;
+    Array inp(n, false, 0.0f), bias(N, true, 0.0f), res(n, false, 0.0f), a(n, false, NAN),
+        b(n, false, NAN);
+    fill_random(inp.p, n, 11 + (unsigned)n, -3.0f, 3.0f);
+    fill_random(bias.p, N, 12 + (unsigned)N, -1.0f, 1.0f);
+    fill_random(res.p, n, 13 + (unsigned)n, -2.0f, 2.0f);
+    const fp_elem_operand ops[4] = {{address_of(a.p), N, 1},
+                                    {address_of(inp.p), N, 1},
+                                    {address_of(bias.p), 0, 1},
+                                    {address_of(res.p), N, 1}};
+    const uint64_t threads = (uint64_t)c.grid * c.block;
+
+    std::string what = elem_what("bias_gelu_fused", "flatbias32", c, "");
+    if (fp_cuda_plan_elem_builds(M, N, ops, 3, false, threads) != (1u << FP_ELEM_FLATBIAS32))
+      fail_msg("%s: the planner does not choose the build", what.c_str());
+    if (!elem_launch(c, [&] { gelu_lean(a.p, inp.p, bias.p, M, N); }) ||
+        !elem_launch(c, [&] { gelu(b.p, inp.p, bias.p, M, N); }))
+      fail_msg("%s: trapped", what.c_str());
+    std::vector<double> want(n);
+    for (long long e = 0; e < n; ++e) {
+      const double v = (double)inp.p[e] + bias.p[e % N];
+      want[e] = 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+    }
+    expect_flatbias(what, a.p, b.p, want, n);
+
+    for (int training = 0; training < 2; ++training) {
+      const fp_elem_build build = training ? FP_ELEM_FLATBIAS32_TRAINING : FP_ELEM_FLATBIAS32;
+      BiasDropoutAddFn lean = reinterpret_cast<BiasDropoutAddFn>(kernels().get(bda_id, build));
+      assert_non_null(lean);
+      what = elem_what("bias_dropout_add_fused", training ? "flatbias32 training" : "flatbias32", c,
+                       "");
+      if (fp_cuda_plan_elem_builds(M, N, ops, 4, training != 0, threads) != (1u << build))
+        fail_msg("%s: the planner does not choose the build", what.c_str());
+      std::fill(a.p, a.p + n, NAN);
+      std::fill(b.p, b.p + n, NAN);
+      const float p = 0.3f, scale = 1.0f / 0.7f;
+      const long long seed = 20261128;
+      if (!elem_launch(c,
+                       [&] {
+                         lean(a.p, inp.p, bias.p, res.p, M, N, 0, 1, N, 1, N, 1, p, scale, seed,
+                              training);
+                       }) ||
+          !elem_launch(c, [&] {
+            bda(b.p, inp.p, bias.p, res.p, M, N, 0, 1, N, 1, N, 1, p, scale, seed, training);
+          }))
+        fail_msg("%s: trapped", what.c_str());
+      for (long long e = 0; e < n; ++e) {
+        double v = (double)inp.p[e] + bias.p[e % N];
+        if (training)
+          v = fp_dropout_keep((fp_u64)seed, (fp_u64)e, p) ? v * scale : 0.0;
+        want[e] = res.p[e] + v;
+      }
+      expect_flatbias(what, a.p, b.p, want, n);
+    }
+  }
+}
+
 /* The emulation itself: a trap is reported, not swallowed. */
 void test_trap_is_reported(void **) {
   assert_false(fpemu::launch(1, 32, 1, [] { __trap(); }));
@@ -639,6 +726,7 @@ int main(void) {
       cmocka_unit_test(test_layernorm),        cmocka_unit_test(test_hreduce_pointwise),
       cmocka_unit_test(test_hreduce_reduce),   cmocka_unit_test(test_elem_pointwise_chain),
       cmocka_unit_test(test_elem_bias_gelu),   cmocka_unit_test(test_elem_bias_dropout_add),
+      cmocka_unit_test(test_elem_flatbias),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
