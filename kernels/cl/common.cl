@@ -86,7 +86,7 @@ static void fp_walk_next(fp_pos *pos, long N, long di, long dj) {
 /* ---- L2 cache hints on NVIDIA (inline PTX) ---------------------------------------
  * NVIDIA's OpenCL compiler takes inline PTX (asm), as its CUDA compiler
  * does, which gives OpenCL C the cache hints the CUDA kernels use
- * (backend/cuda/cuda_kernels.h). The backend defines FP_NV_PTX on NVIDIA
+ * (kernels/cu/device_common.cuh). The backend defines FP_NV_PTX on NVIDIA
  * devices only (FUSEPORT_OPENCL_PTX picks the level; every other device,
  * PoCL included, builds the plain loads below):
  *   1  fp_ld4_first: ld.global.cs, lines marked evict-first (PTX 2.0), for a
