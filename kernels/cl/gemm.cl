@@ -312,13 +312,16 @@ static FP_INLINE void fp_gemm_mainloop(const int dt, const int WX, const int WY,
       __local const float *at = a_resident ? As + (kt - 1) * BK * pa : As + prev * BK * pa;
       fp_gemm_mac(WX, WY, TM, BK, at, pa, Bs + prev * BK * pb, pb, acc);
     }
+    /* B's tile before A's: B's if/else of two stores, each a chain of
+     * conditional stores, right before the barrier aborts PoCL 5.0's kernel
+     * compiler (reduce.cl, "the kernels", says why) */
     if (load) {
-      if (!a_resident)
-        fp_gemm_store_kmajor(NT, BM, BK, t, sa, as, pa);
       if (b_kmajor)
         fp_gemm_store_kmajor(NT, BN, BK, t, sb, bs, pb);
       else
         fp_gemm_store_nmajor(NT, BN, BK, t, sb, bs, pb);
+      if (!a_resident)
+        fp_gemm_store_kmajor(NT, BM, BK, t, sa, as, pa);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }

@@ -182,11 +182,14 @@ __kernel void hreduce_reduce_fused(__global float *sum, __global float *amax,
       }
       /* one loop per kind of load: a choice per load inside one loop cost
        * the 512 MiB cell (2048 x 65536, plain loads there) 11-17% on an
-       * H100 (NVIDIA OpenCL, 2026-11-26) */
-      if (evict_first)
-        fp_sum_max_vectors(ab, tm.lane, p.nvec, T, 1, &total, &top);
-      else
-        fp_sum_max_vectors(ab, tm.lane, p.nvec, T, 0, &total, &top);
+       * H100 (NVIDIA OpenCL, 2026-11-26). Both loops are reached, the one
+       * not chosen over no vectors, rather than one of them behind an
+       * if/else: an if/else whose arms both end in a loop, right before
+       * the barrier of fp_team_sum_max, aborts PoCL 5.0's kernel compiler
+       * (reduce.cl, "the kernels", says why). */
+      const long nvec_first = evict_first ? p.nvec : 0;
+      fp_sum_max_vectors(ab, tm.lane, nvec_first, T, 1, &total, &top);
+      fp_sum_max_vectors(ab, tm.lane, p.nvec - nvec_first, T, 0, &total, &top);
     }
     fp_team_sum_max(&total, &top, tm, slots_sum, slots_max, partials_sum, partials_max);
     if (active && tm.lane == 0) {

@@ -767,8 +767,36 @@ static FP_INLINE void fp_rc_scale(fp_rowcache *c, float s, fp_rowpart p) {
  * second sum, skipped where the power sums' series holds, behind a branch
  * uniform over the group (fp_double_softmax_rows), which PoCL 3.1 passes
  * (test_double_softmax_series, planned and host geometry).
+ * No if/else right before a barrier (or the kernel's end) whose arms both
+ * end in a branch of their own (a loop, an if): PoCL 5.0's kernel compiler
+ * aborts on it ("Assertion region_entry_barrier != NULL" in Kernel.cc, the
+ * assertion of pocl/pocl#2281). Its IsolateRegions splits the edges into
+ * the barrier off every single-entry single-exit region ending there,
+ * innermost first, so the if/else, whose edges its arms' regions have
+ * taken already, gets a split block with no predecessors, from which
+ * parallel-region formation finds no entry barrier. Which such branches
+ * survive to that pass depends on LLVM; the ones that aborted (softmax's
+ * statistics, hreduce_reduce, gemm.cl's main loop; Ubuntu 24.04's PoCL 5.0
+ * with LLVM 16, and PoCL 5.0 built with LLVM 15) are written otherwise:
+ * the work a work-item skips folded into its bounds, so that one arm runs
+ * over nothing (fp_rowpart_streamed, hreduce_reduce's loops), or the
+ * if/else moved off the barrier (gemm.cl). PoCL 3.1, NVIDIA's OpenCL and
+ * Oclgrind build either shape.
  * Idle work-items point at row 0 (never dereferenced), so that no pointer
  * past the buffer is formed from a row index past M. */
+
+/* The part of the row a streaming pass visits: p where the work-item
+ * streams (`streams`), else nothing (no head, tail or vectors), so that the
+ * pass runs over nothing rather than sitting in one arm of an if/else (see
+ * above: PoCL 5.0). */
+static FP_INLINE fp_rowpart fp_rowpart_streamed(fp_rowpart p, int streams) {
+  if (!streams) {
+    p.nvec = 0;
+    p.mine_head = 0;
+    p.mine_tail = 0;
+  }
+  return p;
+}
 
 /* ---- softmax_fused ------------------------------------------------------------------------ */
 
@@ -794,8 +822,11 @@ static FP_INLINE void fp_softmax_stats(fp_rowcache *c, int cached, int active,
   float m = -INFINITY, s = 0.0f;
   if (cached)
     m = fp_rc_max(c, p);
-  else if (active)
-    fp_online_row(xr, p, tm, &m, &s, lc, use_lc);
+  /* not `else if (active)`: an if/else before the barrier (see above).
+   * Where `cached` is the constant 0 (_stream, _local) the code is the
+   * same. */
+  if (active)
+    fp_online_row(xr, fp_rowpart_streamed(p, !cached), tm, &m, &s, lc, use_lc);
   *row_max = fp_team_max(m, tm, slots, partials);
   if (cached) {
     fp_rc_exp_shift(c, *row_max, p);
