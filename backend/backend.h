@@ -8,7 +8,7 @@
  *
  * Kernels are named in kernels/kernels.def (family, name, argument
  * signature). A backend provides an implementation per name: plain C for the
- * CPU backend, kernels/cl/<family>.cl for OpenCL, kernels/cu/<family>.cu for
+ * CPU backend, kernels/cl/<family>*.cl for OpenCL, kernels/cu/<family>.cu for
  * CUDA. fp_launch checks the arguments against the signature before any
  * backend sees them.
  *

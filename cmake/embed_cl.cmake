@@ -2,9 +2,10 @@
 # fuseport binary carries its device code (CLBlast does the same with its
 # .opencl files). Run as a script:
 #   cmake -DOUTPUT=<header.h> -DNAME=<symbol> -DHEADER=<fp_device_common.h> \
-#         -DCOMMON=<cl/common.cl> -DSOURCE=<family.cl> -P embed_cl.cmake
+#         -DCOMMON=<cl/common.cl> -DSOURCE=<family.cl>[;<more.cl>...] -P embed_cl.cmake
 # The device header shared with C and CUDA goes first, then the helpers
-# shared by the OpenCL families, then the family's own source.
+# shared by the OpenCL families, then the family's own sources, in the
+# order given (CMakeLists.txt, FP_CL_MORE_<family>).
 if(NOT OUTPUT OR NOT NAME OR NOT HEADER OR NOT COMMON OR NOT SOURCE)
   message(FATAL_ERROR "embed_cl.cmake needs OUTPUT, NAME, HEADER, COMMON and SOURCE")
 endif()

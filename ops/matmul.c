@@ -317,7 +317,7 @@ static fp_kernel_id gemm2_kernel(fp_dtype dtype) {
 }
 
 /* OpenCL's gemm2 keeps the intermediate's [rows, N] block in local memory
- * up to this N (kernels/cl/gemm.cl); the CPU's has no limit. */
+ * up to this N (kernels/cl/gemm_kernels.cl); the CPU's has no limit. */
 #define FP_CL_GEMM2_MAX_N 128
 
 /* The CUDA planner's view of a launch (the same call the backend makes). */

@@ -5,7 +5,8 @@
  *   fuseport context. A context is meant for one thread at a time; nothing in
  *   here is global except constant tables.
  * - Device code: one OpenCL program per kernel family (kernels/cl/<family>.cl
- *   with fp_device_common.h in front, embedded at build time as
+ *   and any <family>_*.cl after it, CMakeLists.txt's FP_CL_MORE_<family>,
+ *   with fp_device_common.h and common.cl in front, embedded at build time as
  *   fp_cl_source_<family>), built lazily the first time a kernel of the
  *   family is asked for, then cached with one cl_kernel per kernel id.
  * - Buffers are cl_mem objects; transfers are blocking, fills, copies and

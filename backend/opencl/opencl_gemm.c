@@ -1,7 +1,7 @@
-/* fuseport OpenCL backend: the GEMM core's launch planner (kernels/cl/gemm.cl)
+/* fuseport OpenCL backend: the GEMM core's launch planner (kernels/cl/gemm*.cl)
  * and the GEMM library, CLBlast (fp_library_gemm).
  *
- * The planner. kernels/cl/gemm.cl builds each tile configuration below as
+ * The planner. kernels/cl/gemm_kernels.cl builds each tile configuration below as
  * <prefix><dt> (gemm_l_f32, ...), those that fit the device's local memory
  * and group size (ocl_gemm_build_options passes both); kernels.def's
  * gemm_<dt> is the smallest, which every device runs. A configuration is usable where
@@ -22,7 +22,7 @@
  * dw_packed (the weight gradient from packed activations) builds gemm's
  * t, m and l configurations as dw_packed<prefix><dt> and picks one and a
  * split of K, S: groups = tiles * S, S <= DW_MAX_SPLIT and only as far as
- * the recipe's workspace holds the partial tiles (gemm.cl, fp_dw_body: none
+ * the recipe's workspace holds the partial tiles (gemm_dw.cl, fp_dw_body: none
  * passed, S = 1), by the same cost model with K in it:
  *   waves * BM * BN * (ceil(nk / S) + split overhead) / efficiency,
  * nk the K-steps; so few output tiles over a long K (768 x 768 over 8192
@@ -69,7 +69,7 @@
 #include <clblast_c.h>
 #endif
 
-/* ---- the configurations (kernels/cl/gemm.cl, FP_GEMM_KERNELS) ------------------------------ */
+/* ---- the configurations (kernels/cl/gemm_kernels.cl, FP_GEMM_KERNELS) ---------------------- */
 
 typedef struct gemm_config {
   const char *prefix; /* of the kernel name: <prefix><dt> */
@@ -200,7 +200,7 @@ static fp_status ensure_kernels(fp_context *ctx, ocl_gemm *g, const ocl_gemm_env
     /* dw_packed<prefix minus "gemm"><dt>: dw_packed_f32, dw_packed_l_f32, ... */
     for (int c = 0; c < GEMM_CONFIGS && st == FP_OK && d != FP_F16; ++c) {
       const gemm_config *cfg = &gemm_configs[c];
-      if (cfg->letter == 's') { /* few rows: gemm.cl builds no dw_packed of them */
+      if (cfg->letter == 's') { /* few rows: gemm_dw.cl builds no dw_packed of them */
         snprintf(g->dw[d][c].why, sizeof g->dw[d][c].why,
                  "dw_packed has gemm's t, m and l tiles, not s");
         continue;
@@ -293,7 +293,7 @@ static fp_status plan_gemm(fp_context *ctx, ocl_gemm *g, fp_dtype dt, const fp_k
   *kernel = g->gemm[dt][best].kernel;
   local[0] = cfg->wx;
   local[1] = cfg->wy;
-  /* a 1-D grid of groups (gemm.cl, fp_gemm_tile_of) */
+  /* a 1-D grid of groups (gemm_kernels.cl, fp_gemm_tile_of) */
   const uint64_t groups = ceil_div((uint64_t)N, paired ? bn / 2 : bn) * ceil_div((uint64_t)M, bm);
   global[0] = (size_t)(groups * cfg->wx);
   global[1] = cfg->wy;
@@ -347,7 +347,7 @@ static fp_status plan_gemm2(fp_context *ctx, ocl_gemm *g, fp_dtype dt, const fp_
   return FP_OK;
 }
 
-/* Bytes of dw_packed's split-K workspace for S > 1 (gemm.cl, fp_dw_body;
+/* Bytes of dw_packed's split-K workspace for S > 1 (gemm_dw.cl, fp_dw_body;
  * gemm_common.cuh's layout): the tiles' counters, padded to 256 bytes, and S
  * partial tiles of bm x bn floats each. */
 static uint64_t dw_ws_bytes(uint64_t tiles, uint64_t S, uint64_t bm, uint64_t bn) {

@@ -1,5 +1,5 @@
 /* fuseport OpenCL backend: the GEMM core's launch planner and the GEMM
- * library (CLBlast), the part of the backend behind kernels/cl/gemm.cl and
+ * library (CLBlast), the part of the backend behind kernels/cl/gemm*.cl and
  * fp_library_gemm. opencl_backend.c owns the context, the queue and the
  * gemm family's program and calls in here; nothing here is shared between
  * contexts except CLBlast's own program cache (see ocl_gemm_destroy). */

@@ -5,7 +5,7 @@
 #include "opencl_rows.h"
 
 /* The rule. kernels.def: a ROWS kernel's result never depends on the geometry, so the
- * backend may launch the fused row kernels of kernels/cl/reduce.cl and
+ * backend may launch the fused row kernels of kernels/cl/reduce*.cl and
  * horizontal.cl with a geometry of its own. Those kernels split a group of L
  * into teams of T work-items, one row per team (common.cl, fp_team_of): T is
  * the smallest power of two >= FP_CL_MIN_TEAM for which each work-item has

@@ -1,5 +1,5 @@
 /* fuseport OpenCL backend: the launch planner of the ROWS kernels of
- * kernels/cl/reduce.cl and horizontal.cl -- plain C (no OpenCL call), so
+ * kernels/cl/reduce*.cl and horizontal.cl -- plain C (no OpenCL call), so
  * that tests/test_opencl_rows.c runs it against any device's limits. The
  * rule and its measurements are in opencl_rows.c. */
 #ifndef FUSEPORT_OPENCL_ROWS_H

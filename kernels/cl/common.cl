@@ -237,7 +237,7 @@ static float fp_group_max(float v, __local float *slots, __local float *partials
 }
 
 /* ---- teams: one or several rows per group ------------------------------------------
- * The ROWS kernels of reduce.cl and horizontal.cl split their group of L
+ * The ROWS kernels of reduce*.cl and horizontal.cl split their group of L
  * work-items into teams of T (a power of two, FP_MIN_TEAM <= T <= L), one
  * row per team, L / T rows per group at a time. T is the smallest power of
  * two (at least FP_MIN_TEAM) for which every work-item holds at most
@@ -288,7 +288,7 @@ typedef struct fp_team {
 } fp_team;
 
 /* The team for rows of N with `vec` float4 per work-item (FP_ROW_VEC for
- * the cached kernels of reduce.cl; horizontal.cl, which streams every row
+ * the cached kernels of reduce*.cl; horizontal.cl, which streams every row
  * once, sizes its teams with FP_HREDUCE_VEC). */
 static FP_INLINE fp_team fp_team_of_vec(long N, int vec) {
   const int L = (int)get_local_size(0), lid = (int)get_local_id(0);
@@ -328,7 +328,7 @@ static FP_INLINE int fp_row_cached(long N, fp_team tm) {
 }
 
 /* ---- one kernel per mode and row operator -----------------------------------------
- * Each row kernel of reduce.cl is written once, as fp_<op>_rows(..., mode),
+ * Each row kernel of reduce*.cl is written once, as fp_<op>_rows(..., mode),
  * and compiled once per mode (FP_ROWS_KERNELS):
  *   <op>_fused         mode ANY: chooses the cached or the streaming path at
  *                      run time; correct for any geometry (kernels.def's
@@ -431,7 +431,7 @@ static FP_INLINE int fp_keep_at(int keep, long q) {
  * FP_ROWS_DECL_WIDE slots of FP_MAX_GROUP float4 (16 KiB, for
  * fp_team_sum4; the float reductions use its first FP_MAX_GROUP floats),
  * partials and lcache as a null pointer; FP_ROWS_DECL_STATS stats
- * (fp_team_stats of reduce.cl: FP_TEAM_STATS float4, 20 KiB) and lcache as
+ * (fp_team_stats of reduce_norm.cl: FP_TEAM_STATS float4, 20 KiB) and lcache as
  * a null pointer. */
 #define FP_TEAM_STATS (FP_MAX_GROUP + FP_MAX_GROUP / 4)
 #define FP_ROWS_DECL_NONE                                                                          \

@@ -331,7 +331,7 @@ static FP_INLINE float fp_conv_epi1(const int dt, const int epi, __global const 
 }
 
 /* The tile (pixel block *bm, channel block *bn) of group g of a 1-D grid of
- * mb x nb groups, in bands of FP_CONV_BAND pixel blocks (gemm.cl's order). */
+ * mb x nb groups, in bands of FP_CONV_BAND pixel blocks (gemm_kernels.cl's order). */
 static FP_INLINE void fp_conv_tile_at(const long g, const long mb, const long nb, long *bm,
                                       long *bn) {
   const long band = FP_CONV_BAND * nb;
