@@ -59,7 +59,15 @@ static fp_rows_plan plan_for(fp_rows_policy policy, const fp_rows_builds *b, int
                              int cc) {
   uint32_t groups, block;
   host_request(M, N, &groups, &block);
-  return fp_cuda_plan_rows(policy, b, M, N, groups, block, cc, H100_SMS);
+  return fp_cuda_plan_rows(policy, b, M, N, groups, block, cc, H100_SMS, 16);
+}
+
+/* The same on a device (or under FUSEPORT_CUDA_MAX_CLUSTER) that keeps
+ * clusters at the portable size of 8. */
+static fp_rows_plan plan_portable(const fp_rows_builds *b, int64_t M, int64_t N) {
+  uint32_t groups, block;
+  host_request(M, N, &groups, &block);
+  return fp_cuda_plan_rows(FP_ROWS_POLICY_TUNED, b, M, N, groups, block, 9, H100_SMS, 8);
 }
 
 static void assert_preconditions(const fp_rows_builds *b, int64_t M, int64_t N, int cc,
@@ -90,8 +98,13 @@ static void assert_preconditions(const fp_rows_builds *b, int64_t M, int64_t N, 
   case FP_ROWS_CLUSTER: {
     if (cc < 9)
       fail_msg("%s: clusters need sm_90", what);
-    if (p.cluster < 2 || p.cluster > 8 || (p.cluster & (p.cluster - 1)) != 0)
-      fail_msg("%s: cluster size not 2, 4 or 8", what);
+    if (p.cluster < 2 || p.cluster > 16 || (p.cluster & (p.cluster - 1)) != 0)
+      fail_msg("%s: cluster size not 2, 4, 8 or 16", what);
+    /* the non-portable size only for at most one row per 4 SMs that 8
+     * blocks of 1024 threads cannot cache */
+    if (p.cluster > 8 && (rows * 16 * 4 > 5 * H100_SMS || b->cluster_vectors <= 0 ||
+                          (vec + 7) / 8 <= (int64_t)b->cluster_vectors * 1024))
+      fail_msg("%s: a cluster of 16 where 8 would do", what);
     const int64_t share = (vec + p.cluster - 1) / p.cluster;
     if (b->cluster_vectors > 0 && share > (int64_t)b->cluster_vectors * p.block)
       fail_msg("%s: a block's share (%lld float4) exceeds its cache", what, (long long)share);
@@ -216,7 +229,12 @@ static void test_gpu_test_shapes_reach_every_build(void **state) {
       /* rows of 16384 or more, at most one per 4 SMs: a cluster per row */
       {5, 65537, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 8},
       {16, 32768, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 8},
-      {1, 262144, FP_ROWS_STREAM, FP_ROWS_CLUSTER, 8},
+      /* ... of 16 where 8 blocks cannot cache the row (the hreduce
+       * kernels' cluster build streams: 8) */
+      {1, 262144, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 16},
+      {2, 262144, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 16},
+      /* longer still: the streaming build */
+      {1, 300007, FP_ROWS_STREAM, FP_ROWS_CLUSTER, 1},
       /* shorter rows, or more of them: a block per row (measured faster) */
       {33, 4097, FP_ROWS_REGISTERED, FP_ROWS_REGISTERED, 1},
       {70, 3001, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
@@ -240,6 +258,50 @@ static void test_gpu_test_shapes_reach_every_build(void **state) {
     fp_rows_plan a = plan_for(FP_ROWS_POLICY_TUNED, &reduce_offer, cases[k].M, cases[k].N, 8);
     assert_true(a.build != FP_ROWS_CLUSTER);
   }
+}
+
+/* One or a few rows longer than a cluster of 8 caches (131072 floats):
+ * clusters of 16 blocks where the device allows non-portable sizes, up to
+ * 262144 floats and 1.25 blocks per SM (10 rows on 132 SMs); the streaming
+ * build beyond, with a portable maximum and on sm_80. */
+static void test_nonportable_clusters(void **state) {
+  (void)state;
+  const struct {
+    int64_t M, N;
+    uint32_t cluster, block; /* 0: not a cluster plan */
+  } cases[] = {
+      {1, 131072, 8, 1024},  {1, 131073, 16, 1024}, {1, 151936, 16, 1024}, {10, 151936, 16, 1024},
+      {11, 151936, 0, 0},    {33, 151936, 0, 0},    {1, 262144, 16, 1024}, {1, 262145, 0, 0},
+      {9, 200003, 16, 1024}, {1, 140000, 16, 1024},
+  };
+  const fp_rows_builds *offers[] = {&reduce_offer, &backward_offer, &layernorm_offer};
+  for (size_t o = 0; o < sizeof offers / sizeof offers[0]; ++o)
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+      const int64_t M = cases[k].M, N = cases[k].N;
+      const fp_rows_plan p = plan_for(FP_ROWS_POLICY_TUNED, offers[o], M, N, 9);
+      assert_preconditions(offers[o], M, N, 9, p);
+      if (cases[k].cluster == 0) {
+        if (p.build == FP_ROWS_CLUSTER)
+          fail_msg("%lldx%lld: cluster of %u, expected none", (long long)M, (long long)N,
+                   p.cluster);
+      } else {
+        if (p.build != FP_ROWS_CLUSTER || p.cluster != cases[k].cluster ||
+            p.block != cases[k].block)
+          fail_msg("%lldx%lld: build %d cluster %u block %u, expected a cluster of %u x %u",
+                   (long long)M, (long long)N, (int)p.build, p.cluster, p.block, cases[k].cluster,
+                   cases[k].block);
+        assert_int_equal(p.grid, (uint32_t)M * cases[k].cluster);
+      }
+      /* at the portable maximum, never more than 8 */
+      const fp_rows_plan q = plan_portable(offers[o], M, N);
+      assert_preconditions(offers[o], M, N, 9, q);
+      if (q.build == FP_ROWS_CLUSTER)
+        assert_true(q.cluster <= 8);
+      if (cases[k].cluster == 16)
+        assert_true(q.build != FP_ROWS_CLUSTER);
+      /* no clusters on sm_80 */
+      assert_true(plan_for(FP_ROWS_POLICY_TUNED, offers[o], M, N, 8).build != FP_ROWS_CLUSTER);
+    }
 }
 
 /* The long-row build takes the smallest block that caches the row (at
@@ -871,6 +933,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_test_shapes_reach_every_build),
       cmocka_unit_test(test_policy_from_env),
       cmocka_unit_test(test_cluster_many_rows),
+      cmocka_unit_test(test_nonportable_clusters),
       cmocka_unit_test(test_few_rows_wide_blocks),
       cmocka_unit_test(test_long_row_blocks),
       cmocka_unit_test(test_stream_build),

@@ -13,19 +13,20 @@
 
 #define CTX fp_env.ctx
 
-/* Odd shapes and powers of two; N of 1, 3, 1000, 65537 and 262144. On an
- * H100 (132 SMs) the CUDA row kernels' planner (backend/cuda/cuda_plan.c)
- * with FUSEPORT_CUDA_ROW_BUILDS=tuned sends these to every build it uses:
- * a warp per short row (N <= 256: 1x1, 3x3, 1000x3, 128x256), a block per
- * row (widened for few rows: 70x509, 1x1000, 64x1024; the long-row build:
- * 300x1000, 30x12000, 66x30001; 33x4097), a cluster of
- * 8 blocks per row (5x65537; 1x262144 for hreduce) and the streaming
- * build (1x262144; 66x30001 for the kernels whose long-row cache holds
- * 16384 floats). Clusters of 2 and 4 are the same code with
- * another C: tests/cuda_emu runs them. */
-static const int64_t shapes[][2] = {{1, 1},      {3, 3},      {1, 1000},   {1000, 3},  {5, 65537},
-                                    {1, 262144}, {128, 256},  {64, 1024},  {33, 4097}, {70, 509},
-                                    {66, 30001}, {30, 12000}, {300, 1000}, {70, 3001}, {530, 1030}};
+/* Odd shapes and powers of two; N of 1, 3, 1000, 65537, 262144 and the
+ * prime 300007. On an H100 (132 SMs) the CUDA row kernels' planner
+ * (backend/cuda/cuda_plan.c) with FUSEPORT_CUDA_ROW_BUILDS=tuned sends
+ * these to every build it uses: a warp per short row (N <= 256: 1x1, 3x3,
+ * 1000x3, 128x256), a block per row (widened for few rows: 70x509, 1x1000,
+ * 64x1024; the long-row build: 300x1000, 30x12000, 66x30001; 33x4097), a
+ * cluster of 8 blocks per row (5x65537; 1x262144 and 1x300007 for
+ * hreduce), of 16 (1x262144) and the streaming build (1x300007; 66x30001
+ * for the kernels whose long-row cache holds 16384 floats). Clusters of 2
+ * and 4 are the same code with another C: tests/cuda_emu runs them. */
+static const int64_t shapes[][2] = {{1, 1},      {3, 3},      {1, 1000},   {1000, 3},
+                                    {5, 65537},  {1, 262144}, {1, 300007}, {128, 256},
+                                    {64, 1024},  {33, 4097},  {70, 509},   {66, 30001},
+                                    {30, 12000}, {300, 1000}, {70, 3001},  {530, 1030}};
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
 /* Whether the backend may answer "unsupported" for this variant: the
@@ -682,7 +683,7 @@ static void double_softmax_compare(const float *x, const float *got, int64_t M, 
  * first one's power sums where the series' remainder is under 2^-24 of the
  * sum, i.e. where y = 1/p_1 = 1/sum_j exp(x_j - max) is at most y_max =
  * (24 N 2^-24 / e)^(1/3), and otherwise sum its exps in another read
- * (kernels/cl/reduce.cl, fp_second_inv_from_powers; kernels/cu/reduce.cu).
+ * (kernels/cl/reduce_softmax.cl, fp_second_inv_from_powers; kernels/cu/reduce.cu).
  * Six rows of U(-1, 1) but for one spike each, set so that p_1 is ratio /
  * y_max for ratio 0.5, 0.9 (the second read), 1.1, 2 and 10 (the series),
  * or a spike of 40 for ratio 0 (all the weight on it, y = 1): b = log(rest

@@ -56,6 +56,11 @@ typedef struct cuda_state {
   size_t stream_smem_limit[FPK_COUNT];
   unsigned char stage_resident[FPK_COUNT][11][2];
   int cc_major, sm_count;
+  /* the largest cluster the ROWS planner may take: 16 on sm_90+ (the
+   * cluster builds allowed non-portable sizes on first use, below), 8 if
+   * the device refused that or FUSEPORT_CUDA_MAX_CLUSTER=8 */
+  int max_cluster;
+  bool nonportable_cluster[FPK_COUNT]; /* attribute set on that cluster build */
   bool family_loaded[FPF_COUNT];
   double family_load_ms[FPF_COUNT];
   int max_block_dim[3];
@@ -271,6 +276,18 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
                           "FUSEPORT_CUDA_STREAM_SMEM='%s': expected 1 (the default), 0 or all",
                           stream_smem);
     }
+  }
+  /* A timing knob: 8 keeps the ROWS clusters at the portable size. */
+  const char *max_cluster = getenv("FUSEPORT_CUDA_MAX_CLUSTER");
+  s->max_cluster = 16;
+  if (max_cluster != NULL && *max_cluster != '\0') {
+    if (strcmp(max_cluster, "8") != 0 && strcmp(max_cluster, "16") != 0) {
+      free(s);
+      return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                          "FUSEPORT_CUDA_MAX_CLUSTER='%s': expected 16 (the default) or 8",
+                          max_cluster);
+    }
+    s->max_cluster = atoi(max_cluster);
   }
   s->smem_optin = prop.sharedMemPerBlockOptin;
   const char *elem_grid = getenv("FUSEPORT_CUDA_ELEM_GRID");
@@ -576,7 +593,10 @@ static fp_status cuda_kernel_prepare(fp_context *ctx, fp_kernel_id id, double *c
       for (int k = 0; k < n; ++k) {
         char which[40];
         snprintf(which, sizeof which, " (%s instantiation %d)",
-                 family == FPF_gemm ? "GEMM" : family == FPF_conv ? "conv" : "attention", k);
+                 family == FPF_gemm   ? "GEMM"
+                 : family == FPF_conv ? "conv"
+                                      : "attention",
+                 k);
         st = load_kernel(ctx, stubs[k], fp_kernel_family_name(family), which);
         if (st != FP_OK)
           return st;
@@ -971,9 +991,24 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
   if (tuning->rows && nd->dims == 1 && shared_bytes == 0) {
     const unsigned host_block =
         s->rows_block_cap != 0 && block[0] > s->rows_block_cap ? s->rows_block_cap : block[0];
-    fp_rows_plan plan =
-        fp_cuda_plan_rows(s->row_policy, &tuning->offer, args[tuning->arg_m].v.i64,
-                          args[tuning->arg_n].v.i64, grid[0], host_block, s->cc_major, s->sm_count);
+    fp_rows_plan plan = fp_cuda_plan_rows(s->row_policy, &tuning->offer, args[tuning->arg_m].v.i64,
+                                          args[tuning->arg_n].v.i64, grid[0], host_block,
+                                          s->cc_major, s->sm_count, s->max_cluster);
+    /* A cluster over the portable size needs the kernel's permission,
+     * asked once; a device that refuses it gets the portable plan. */
+    if (plan.build == FP_ROWS_CLUSTER && plan.cluster > 8 && !s->nonportable_cluster[id]) {
+      cudaError_t err = cudaFuncSetAttribute(tuning->builds[FP_ROWS_CLUSTER],
+                                             cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+      if (err == cudaSuccess) {
+        s->nonportable_cluster[id] = true;
+      } else {
+        (void)cudaGetLastError();
+        s->max_cluster = 8;
+        plan = fp_cuda_plan_rows(s->row_policy, &tuning->offer, args[tuning->arg_m].v.i64,
+                                 args[tuning->arg_n].v.i64, grid[0], host_block, s->cc_major,
+                                 s->sm_count, s->max_cluster);
+      }
+    }
     if (plan.build != FP_ROWS_REGISTERED) {
       kernel = tuning->builds[plan.build];
       build = tuning->names[plan.build];
@@ -1063,14 +1098,20 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
     if (err == cudaSuccess)
       return FP_OK;
     /* A device that cannot place such a cluster (a partitioned GPU with
-     * small GPCs) still runs the kernel: the registered build computes the
-     * same result in the host's geometry. Any other error is reported. */
+     * small GPCs) still runs the kernel: a non-portable size is planned
+     * again at the portable one, from then on; otherwise the registered
+     * build computes the same result in the host's geometry. Any other
+     * error is reported. */
     if (err != cudaErrorInvalidClusterSize && err != cudaErrorLaunchOutOfResources)
       return cuda_fail(ctx, err,
                        "cudaLaunchKernelExC(%s%s, grid %u, block %u, cluster %u, %zu bytes of "
                        "shared memory)",
                        name, build, grid[0], block[0], cluster, shared_bytes);
     (void)cudaGetLastError();
+    if (cluster > 8 && s->max_cluster > 8) {
+      s->max_cluster = 8;
+      return cuda_launch(ctx, id, nd, args, nargs);
+    }
     kernel = s->kernels[id];
     build = "";
     grid_dim.x = grid[0] = (unsigned)(nd->global[0] / nd->local[0]);

@@ -6,8 +6,11 @@
 #include <string.h>
 
 enum {
-  WARP_BLOCK = 256,            /* 8 warps: 8 rows per block */
-  MAX_CLUSTER = 8,             /* the portable cluster size */
+  WARP_BLOCK = 256, /* 8 warps: 8 rows per block */
+  MAX_CLUSTER = 8,  /* the portable cluster size */
+  /* the largest cluster at all: sm_90 places 16 blocks in one cluster where
+   * the kernel allows non-portable sizes (the backend's max_cluster) */
+  MAX_NONPORTABLE_CLUSTER = 16,
   CLUSTER_BLOCK_TARGET = 8192, /* floats per block, at most, when C allows */
   CLUSTER_MIN_SHARE = 2048,    /* floats per block, at least, when C grows */
   MAX_BLOCK = 1024,
@@ -65,20 +68,17 @@ static uint32_t pow2_ceil(int64_t v) {
  *     while the grid has fewer than two blocks per SM and each block keeps
  *     at least 2048 floats; the block size fits the share into the cache:
  *     share / (4 * cluster_vectors) threads, a power of two in [128, 1024]
- *     (streaming builds: share / 8, at most 1024). C = 1, or a share too
- *     big for 1024 threads, falls through to
- *   at most two rows per SM of 257..1024 floats: the registered build in
- *     blocks of pow2_ceil(ceil(N/4) + 1) threads, where that is wider than
- *     the host's;
- *   the block builds: LONG_ROWS once a row has more than 2 float4 per
- *     thread of the host's block (the registered build's cache), else the
- *     registered build; but STREAM in the host's geometry, where the kernel
- *     has it, for rows longer than LONG_ROWS' cache in the host's block
- *     (long_vectors float4 per thread), in blocks of 512 for at least two
- *     rows per SM of at most 24576 floats; STREAM in blocks of 512 also
- *     for at least three rows per SM that LONG_ROWS caches only in blocks
- *     of 1024 and are at least stream_half_long_min_n long, where the
- *     offer gives that; LONG_ROWS in the
+ *     (streaming builds: share / 8, at most 1024); for rows whose share
+ *     is too big for 1024 threads at C = 8, C = 16 where max_cluster
+ *     allows and 16 blocks per row make at most 1.25 blocks per SM. C = 1, or a share too big for
+ * 1024 threads, falls through to at most two rows per SM of 257..1024 floats: the registered build
+ * in blocks of pow2_ceil(ceil(N/4) + 1) threads, where that is wider than the host's; the block
+ * builds: LONG_ROWS once a row has more than 2 float4 per thread of the host's block (the
+ * registered build's cache), else the registered build; but STREAM in the host's geometry, where
+ * the kernel has it, for rows longer than LONG_ROWS' cache in the host's block (long_vectors float4
+ * per thread), in blocks of 512 for at least two rows per SM of at most 24576 floats; STREAM in
+ * blocks of 512 also for at least three rows per SM that LONG_ROWS caches only in blocks of 1024
+ * and are at least stream_half_long_min_n long, where the offer gives that; LONG_ROWS in the
  *     smallest block that caches the row, except for at most two rows per
  *     SM of 1025..4096 floats and a build that does not stage:
  *     pow2_ceil(ceil(N/4)) threads, at most 512; and at least four rows
@@ -87,7 +87,7 @@ static uint32_t pow2_ceil(int64_t v) {
  *     threads, at most the cap. */
 fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, int64_t M, int64_t N,
                                uint32_t host_groups, uint32_t host_block, int cc_major,
-                               int sm_count) {
+                               int sm_count, int max_cluster) {
   fp_rows_plan plan = {FP_ROWS_REGISTERED, host_groups, host_block, 1};
   if (M <= 0 || N <= 0)
     return plan;
@@ -140,6 +140,28 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
       uint32_t block = pow2_ceil(threads < MIN_CLUSTER_BLOCK ? MIN_CLUSTER_BLOCK : threads);
       if (per_thread == 0 && block > MAX_BLOCK)
         block = MAX_BLOCK;
+      /* A few rows that a cluster of 8 cannot cache (more than 131072
+       * floats in 8 blocks of 1024 threads): clusters of 16 where the
+       * device allows them, which hold rows of up to 262144 floats, for at
+       * most 1.25 blocks per SM (10 rows on an H100, about two waves of
+       * such clusters). The alternative, a block per row streaming the
+       * row, left 1 x 151936 (a decoding step over a vocabulary) at
+       * 0.44-0.83x of a static-shape torch.compile, which splits the row
+       * over many blocks. Measured on an H100 (2026-11-28, two rounds,
+       * FUSEPORT_CUDA_MAX_CLUSTER=8 against 16, the five row kernels with a
+       * caching cluster build): 1.4-4.2x faster from 1 to 4 rows of
+       * 131073-262144 floats (layernorm 1 x 151936 40.0 -> 13.4 us,
+       * softmax 31.3 -> 12.0), at 8 and 9 rows 0.85-2.6x (norm_chain 8 x
+       * 151936 the one loss), at 16 rows 0.63-1.16x and at 33 rows
+       * 0.47-0.85x. */
+      const bool wide_fits = rows * MAX_NONPORTABLE_CLUSTER * 4 <= 5 * (int64_t)sm_count;
+      while (per_thread > 0 && block > MAX_BLOCK && wide_fits && C < max_cluster &&
+             C < MAX_NONPORTABLE_CLUSTER) {
+        C *= 2;
+        const int64_t wider = (((N + 3) / 4 + C - 1) / C) * 4;
+        threads = (wider + per_thread - 1) / per_thread;
+        block = pow2_ceil(threads < MIN_CLUSTER_BLOCK ? MIN_CLUSTER_BLOCK : threads);
+      }
       if (C > 1 && block <= MAX_BLOCK) {
         plan.build = FP_ROWS_CLUSTER;
         plan.grid = (uint32_t)(rows * C);

@@ -11,7 +11,7 @@
  *   WARP_SHORT  a warp per row, 8 rows per 256-thread block, rows of at most
  *               128 * warp_short_vectors floats (the cache per lane);
  *   WARP        the same with warp_vectors per lane;
- *   CLUSTER     sm_90+: a cluster of C (2..8) blocks per row; each block's
+ *   CLUSTER     sm_90+: a cluster of C (2..16) blocks per row; each block's
  *               share of the row, ceil(ceil(N/4) / C) float4 vectors, fits
  *               cluster_vectors per thread (0: the build streams, any share);
  *   LONG_ROWS   a block per row, a deeper register cache (long_vectors per
@@ -84,10 +84,12 @@ typedef enum fp_rows_policy {
 
 /* The launch of a ROWS kernel over M rows of N for a host request of
  * host_groups groups of host_block threads, on a device of compute
- * capability cc_major with sm_count multiprocessors. */
+ * capability cc_major with sm_count multiprocessors that places clusters of
+ * up to max_cluster blocks (8, the portable size; 16 where the kernel may
+ * take non-portable sizes, as on an H100). */
 fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *builds, int64_t M,
                                int64_t N, uint32_t host_groups, uint32_t host_block, int cc_major,
-                               int sm_count);
+                               int sm_count, int max_cluster);
 
 /* ---- staging (LONG_ROWS) -----------------------------------------------------
  * The long-row build can stage the next row of its loop in dynamic shared
