@@ -145,14 +145,16 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
        * device allows them, which hold rows of up to 262144 floats, for at
        * most 1.25 blocks per SM (10 rows on an H100, about two waves of
        * such clusters). The alternative, a block per row streaming the
-       * row, left 1 x 151936 (a decoding step over a vocabulary) at
-       * 0.44-0.83x of a static-shape torch.compile, which splits the row
-       * over many blocks. Measured on an H100 (2026-11-28, two rounds,
-       * FUSEPORT_CUDA_MAX_CLUSTER=8 against 16, the five row kernels with a
-       * caching cluster build): 1.4-4.2x faster from 1 to 4 rows of
+       * row, took 40.0 us for layernorm over 1 x 151936 (a decoding step
+       * over a vocabulary), where static-shape torch.compile splits the
+       * row over many blocks in three kernels and takes 14.2 (a cluster
+       * of 16: 13.3; docs/results/2026-11-28-h100-every-shape-c1c830d).
+       * Measured on an H100 (2026-11-28, two rounds,
+       * FUSEPORT_CUDA_MAX_CLUSTER=8 against 16, the five row kernels with
+       * a caching cluster build): 1.4-4.2x faster from 1 to 4 rows of
        * 131073-262144 floats (layernorm 1 x 151936 40.0 -> 13.4 us,
-       * softmax 31.3 -> 12.0), at 8 and 9 rows 0.85-2.6x (norm_chain 8 x
-       * 151936 the one loss), at 16 rows 0.63-1.16x and at 33 rows
+       * softmax 31.3 -> 12.0), at 8 and 9 rows 0.85-2.6x (norm_chain
+       * 8 x 151936 the one loss), at 16 rows 0.63-1.16x and at 33 rows
        * 0.47-0.85x. */
       const bool wide_fits = rows * MAX_NONPORTABLE_CLUSTER * 4 <= 5 * (int64_t)sm_count;
       while (per_thread > 0 && block > MAX_BLOCK && wide_fits && C < max_cluster &&
@@ -454,7 +456,7 @@ unsigned fp_cuda_plan_elem_builds(int64_t M, int64_t N, const fp_elem_operand *o
   if (M < 1 || N < 1 || count < 1 || M > limit / N || threads > (uint64_t)limit / 4)
     return 0;
   /* flatbias: rows whose length is not a multiple of 4 otherwise went to
-   * elem_map_2d, at 0.74-0.85x of static-shape torch.compile (H100,
+   * elem_map_2d (bias_gelu 7094 x 21631 508.6 -> 408.0 us; H100,
    * 2026-11-28; issue 23) */
   bool flat = !training && (M * N) % 4 == 0, rowvec = N % 4 == 0,
        flatbias = N % 4 != 0 && count >= 3;
