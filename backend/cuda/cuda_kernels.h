@@ -8,8 +8,9 @@
  * must match its signature exactly: b -> float * (const float * for inputs),
  * i -> int, u -> unsigned, l -> long long, f -> float.
  *
- * The device helpers the .cu files share are in kernels/cu/device_common.cuh,
- * beside the kernels (as the OpenCL ones are in kernels/cl/common.cl).
+ * The device helpers the .cu files share are in kernels/cu/device_common.cuh
+ * (with its parts device_rows.cuh and device_elem.cuh), beside the kernels
+ * (as the OpenCL ones are in kernels/cl/common.cl).
  */
 #ifndef FUSEPORT_CUDA_KERNELS_H
 #define FUSEPORT_CUDA_KERNELS_H

@@ -48,7 +48,7 @@ typedef struct fp_rows_builds {
   uint32_t full_block;       /* the largest block of the registered build that the register
                                 file keeps resident two at a time (0: no limit) */
   int stage_rows;            /* row arrays LONG_ROWS stages in shared memory (RowStage in
-                                device_common.cuh), 0: it does not stage */
+                                device_rows.cuh), 0: it does not stage */
   bool cluster_many_rows;    /* CLUSTER also for many rows that LONG_ROWS would stream and
                                 CLUSTER caches (measured faster for this kernel) */
   uint32_t stream_block_cap; /* a registered build that streams its rows (no LONG_ROWS):
@@ -61,7 +61,7 @@ typedef struct fp_rows_builds {
                                 never */
   int32_t stream_smem_min_n;      /* STREAM keeps its input rows of at least this many floats
                                      in dynamic shared memory for its later passes (SmemRow in
-                                     device_common.cuh), 0: none */
+                                     device_rows.cuh), 0: none */
 } fp_rows_builds;
 
 typedef struct fp_rows_plan {
@@ -93,7 +93,7 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *buil
 
 /* ---- staging (LONG_ROWS) -----------------------------------------------------
  * The long-row build can stage the next row of its loop in dynamic shared
- * memory while it reduces and writes the current one (device_common.cuh,
+ * memory while it reduces and writes the current one (device_rows.cuh,
  * RowStage): it then runs as a persistent grid, at most the blocks that
  * stay resident at once. The stage holds stage_rows arrays of long_vectors
  * float4 per thread, and is used only where every row is cached
@@ -115,7 +115,7 @@ bool fp_cuda_plan_stage(fp_rows_plan *plan, int resident_with_stage, int residen
 /* ---- rows in shared memory (STREAM) ------------------------------------------
  * The streaming build can keep its input row in dynamic shared memory
  * during a row's first pass and read it from there in the later ones
- * (SmemRow in device_common.cuh). It is given that memory for rows of at
+ * (SmemRow in device_rows.cuh). It is given that memory for rows of at
  * least stream_smem_min_n floats, for rows of more than 16384 in blocks of
  * 512 where two whole rows fit and the grid has two rows per SM (of
  * sm_count), and for any row the
@@ -171,7 +171,7 @@ uint32_t fp_cuda_plan_elem(fp_elem_grid_policy policy, int64_t n, bool three_str
                            uint32_t host_groups, uint32_t block, int sm_count, uint32_t max_grid);
 
 /* ---- lean ELEM builds -------------------------------------------------------
- * The fused elementwise kernels may have lean builds (device_common.cuh): the
+ * The fused elementwise kernels may have lean builds (device_elem.cuh): the
  * same function written for one schedule in 32-bit offsets, slots of
  * fp_cuda_tuning.builds (rows false). FUSEPORT_CUDA_ELEM_BUILDS=registered
  * keeps the registered build everywhere; "lean" or unset, the default,
@@ -195,7 +195,7 @@ typedef struct fp_elem_operand {
 /* The lean builds that compute these arguments exactly (bit b: fp_elem_build
  * b), for `count` operands (output first) over [M, N], launched with
  * `threads` threads in all; `training`: the dropout path runs, which only
- * the *_TRAINING builds have. Each build's precondition (device_common.cuh):
+ * the *_TRAINING builds have. Each build's precondition (device_elem.cuh):
  *   FLAT32       every operand flat ((M == 1 or s0 == N) and (N == 1 or
  *                s1 == 1)) and 16-byte aligned, M*N % 4 == 0;
  *   ROWVEC32*    N % 4 == 0, every operand s1 == 1, s0 >= 0, s0 % 4 == 0,
@@ -211,7 +211,7 @@ unsigned fp_cuda_plan_elem_builds(int64_t M, int64_t N, const fp_elem_operand *o
 
 /* A lean build takes U float4 per thread (its unroll: 4, or 2 for
  * bias_dropout_add) in chunks of U * block where that leaves at least
- * FP_ELEM_MIN_CHUNKS chunks, else one (elem_chunks, device_common.cuh). The
+ * FP_ELEM_MIN_CHUNKS chunks, else one (elem_chunks, device_elem.cuh). The
  * grid of a lean launch: the ELEM grid, capped at the chunks there are (a
  * block without a chunk only costs its launch). */
 #define FP_ELEM_MIN_CHUNKS 128u

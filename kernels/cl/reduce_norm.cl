@@ -153,7 +153,7 @@ static float4 fp_team_stats(float4 mine, fp_team tm, __local float4 *stats) {
 
 /* layernorm's streamed x is loaded evict_last (fp_ld4_pass1) only up to
  * this many floats, the CUDA kernel's rule (kLayerNormKeepFloats in
- * kernels/cu/reduce.cu): where x is larger than the L2, the first pass's
+ * kernels/cu/reduce_rows.cuh): where x is larger than the L2, the first pass's
  * evict_last lines crowd out the ones the second pass is about to reread. */
 #ifndef FP_LAYERNORM_KEEP_FLOATS
 #define FP_LAYERNORM_KEEP_FLOATS (1L << 23)

@@ -8,8 +8,8 @@
  * NHWC order kk = (r S + s) C + c. A 16-byte chunk of A row m is 8 channels
  * c..c+7 of one tap (C % 8 == 0), contiguous in x; B is w [K, C*R*S], rows
  * contiguous (the GEMM core's trans_b form). The main loop is the GEMM
- * core's sm80 loop (gemm_sm80.cu) with an im2col copy in place of its
- * row-major one:
+ * core's sm80 loop (gemm_sm80_mainloop.cuh) with an im2col copy in place
+ * of its row-major one:
  *   - each thread copies the same k chunk (kc) of its rows r0 + i*RS in every
  *     k-tile, so the tap digits (r, s, c) of kk = k0 + 8 kc are one per
  *     thread, stepped by BK a k-tile without division, and the tap's offset
@@ -20,9 +20,9 @@
  *     pixels past M) are zero-filled by cp.async's src-size 0, as are
  *     filter rows past K;
  *   - STAGES k-tiles in flight, one barrier a k-tile, fragments
- *     double-buffered across k16 steps (see gemm_sm80.cu's mainloop for the
- *     schedule), 64-byte tile rows swizzled (fpmma::swz<4>) so ldmatrix and
- *     the cp.async stores are conflict-free.
+ *     double-buffered across k16 steps (see mainloop in
+ *     gemm_sm80_mainloop.cuh for the schedule), 64-byte tile rows swizzled
+ *     (fpmma::swz<4>) so ldmatrix and the cp.async stores are conflict-free.
  * Epilogue: the float accumulators of a C fragment, pairs (k, k + 1) of
  * one pixel, through fpconv::Epi, stored as pairs (out is [M, K] row-major:
  * the NHWC output).
@@ -217,7 +217,7 @@ __global__ void __launch_bounds__(TL::THREADS, 1) conv_sm80_kernel(const Args<T>
       for (int e = 0; e < 4; ++e)
         acc[mi][ni][e] = 0.0f;
 
-  /* ---- main loop (gemm_sm80.cu's schedule; EARLY: STAGES >= 4) ---- */
+  /* ---- main loop (gemm_sm80_mainloop.cuh's schedule; EARLY: STAGES >= 4) ---- */
   constexpr bool EARLY = TL::STAGES >= 4;
   const int nk = (int)((g.KG + TL::BK - 1) / TL::BK);
   const uint32_t s0 = smem_addr(smem), s_end = s0 + TL::STAGES * TL::STAGE_BYTES;

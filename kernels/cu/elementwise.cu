@@ -10,7 +10,7 @@
  * the float4 per thread of the tuned grid from 2^22 elements
  * (fp_cuda_plan_elem). Each ELEM kernel also has lean builds, one schedule
  * in 32-bit offsets with Inductor's memory accesses, which the backend
- * launches where the arguments fit (device_common.cuh, "lean ELEM builds").
+ * launches where the arguments fit (device_elem.cuh, "lean ELEM builds").
  */
 #include "device_common.cuh"
 
@@ -74,7 +74,7 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
     elem_map_2d<FP_ELEM_UNROLL_THREE_STREAMS>(out, so0, so1, in, M, N, BiasAdd{});
 }
 
-/* ---- lean builds (device_common.cuh): the same signatures and results, for
+/* ---- lean builds (device_elem.cuh): the same signatures and results, for
  * the arguments fp_cuda_plan_elem_builds (cuda_plan.h) lets them take; the
  * arguments their schedule implies go unnamed. */
 

@@ -2,10 +2,10 @@
  *
  * The core is one engine with three swappable parts, as CUTLASS separates
  * them (STYLE.md, "Examples to follow for the GEMM core"):
- *   - a main loop per architecture: gemm_sm90.cuh (TMA + wgmma, warp
- *     specialised), gemm_sm80.cuh (cp.async + ldmatrix + mma.sync),
- *     gemm_simt.cuh (float32 on CUDA cores, any alignment; the skinny path
- *     for M <= 16);
+ *   - a main loop per architecture: gemm_sm90.cu (TMA + wgmma, warp
+ *     specialised), gemm_sm80_mainloop.cuh (cp.async + ldmatrix +
+ *     mma.sync), gemm_simt.cu (float32 on CUDA cores, any alignment; the
+ *     skinny path for M <= 16);
  *   - an operand loader (today: plain row-major tiles; the compression
  *     family's dequantising loader and convolution's im2col gather plug in
  *     where the main loops fill shared memory);

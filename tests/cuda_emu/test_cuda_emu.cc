@@ -458,7 +458,7 @@ void test_hreduce_reduce(void **) {
   test_hreduce(FPK_hreduce_reduce_fused, "hreduce_reduce_fused");
 }
 
-/* ---- the lean ELEM builds (device_common.cuh) ----
+/* ---- the lean ELEM builds (device_elem.cuh) ----
  * Each lean build against the registered kernel on the same arguments (the
  * same float operations: equal to the bit) and against float64, on shapes
  * within the build's precondition, which the planner must agree with

@@ -1,0 +1,388 @@
+/* fuseport GEMM core, path SM90: the epilogue of gemm_sm90.cu -- the kernel's
+ * arguments (GemmArgs), the epilogue functor on the accumulators (apply_pair,
+ * realign_right, apply_tile), the store through swizzled staging boxes by TMA
+ * or by the warpgroup (stage_chunk, stage_chunk_add, copy_box_out), ADD's add
+ * tile by TMA (load_add_chunks, AddState), epilogue itself and the split-K
+ * reduction (split_reduce). The path's description (the store and the paired
+ * layouts included), the pipeline (shared memory, B tile, work units,
+ * producer, the consumers' main loop), the kernels and the exports are in
+ * gemm_sm90.cu; the host side in gemm_sm90_host.cuh.
+ *
+ * A part of gemm_sm90.cu, not a header of its own: gemm_sm90.cu includes it
+ * once, inside namespace fpgemm's anonymous namespace (using namespace
+ * fpsm90), after the consumers' main loop and before the GEMM kernel.
+ */
+#ifndef FUSEPORT_GEMM_SM90_EPILOGUE_CUH
+#define FUSEPORT_GEMM_SM90_EPILOGUE_CUH
+
+/* ---- epilogue ------------------------------------------------------------------------ */
+
+template <class T, class Epi> struct GemmArgs {
+  typename Epi::Params ep;
+  T *out;
+  void *ws; /* split-K workspace */
+  int M, N, NB;
+  int out_cols;  /* W: output columns per tile (BN; paired BN / 2, or BN / 2 - 8 shifted) */
+  int shift;     /* paired, shifted right half: s = N % 8 (0: not shifted) */
+  int tma_store; /* out's rows are 16-byte aligned: the staged boxes go out by TMA */
+  int add_tma;   /* ADD / ADD_RELU with add's rows 16-byte aligned: add comes in by TMA */
+  int tiles;     /* mtiles * ntiles: split-K counters and slices */
+  Sched sched;
+};
+
+/* The accumulator pair (j, h) of this thread (mma_sm90.cuh's fragment)
+ * through the epilogue functor; paired: left column c and right c + BN / 2
+ * (j + BN / 16). */
+template <class Epi, int BN>
+__device__ __forceinline__ float2 apply_pair(const typename Epi::Params &ep,
+                                             const float (&acc)[BN / 2], int j, int h, int row,
+                                             int col, bool second) {
+  const int l = 4 * j + 2 * h;
+  if constexpr (Epi::kPaired) {
+    const int r = l + 4 * (BN / 16);
+    return Epi::apply(ep, row, col, make_float2(acc[l], acc[l + 1]),
+                      make_float2(acc[r], acc[r + 1]), second);
+  } else {
+    return Epi::apply(ep, row, col, make_float2(acc[l], acc[l + 1]), second);
+  }
+}
+
+/* The shifted paired layout (gemm_sm90.cu's opening comment): right
+ * accumulator column c + s moves to c, for every c < BN / 2 - 8. Column
+ * 8 g + 2 q + e (quad lane q) takes column t = 2 q + e + s of groups
+ * g / g + 1 from lane t % 8 / 2 of its quad, element t % 2 = (e + s) % 2 (the same for every lane,
+ * so each lane sends that element). Ascending g reads group g + 1 before it is overwritten. The
+ * last group keeps stale values: its columns are >= W. */
+template <int BN>
+__device__ __forceinline__ void realign_right(float (&acc)[BN / 2], int s, int lane) {
+  constexpr int kGroups = BN / 16; /* 8-column groups per half */
+  constexpr int kRight = 4 * kGroups;
+  const int q = lane & 3, quad = lane & ~3;
+  const int t0 = 2 * q + s, t1 = t0 + 1;
+  const int src0 = quad + ((t0 & 7) >> 1), src1 = quad + ((t1 & 7) >> 1);
+  const bool hi0 = t0 >= 8, hi1 = t1 >= 8, odd = (s & 1) != 0;
+#pragma unroll
+  for (int g = 0; g + 1 < kGroups; ++g)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int l = kRight + 4 * g + 2 * h, ln = l + 4;
+      const float a0 = odd ? acc[l + 1] : acc[l], b0 = odd ? acc[ln + 1] : acc[ln];
+      const float a1 = odd ? acc[l] : acc[l + 1], b1 = odd ? acc[ln] : acc[ln + 1];
+      const float x0 = __shfl_sync(0xffffffffu, a0, src0), y0 = __shfl_sync(0xffffffffu, b0, src0);
+      const float x1 = __shfl_sync(0xffffffffu, a1, src1), y1 = __shfl_sync(0xffffffffu, b1, src1);
+      acc[l] = hi0 ? y0 : x0;
+      acc[l + 1] = hi1 ? y1 : x1;
+    }
+}
+
+/* The epilogue functor on this thread's part of a tile: rows row0 and
+ * row0 + 8, columns col0 + 8 j + {0, 1} (j < kOut / 8); results back into
+ * acc (paired: the left half). All pairs go through the functor before any
+ * store, so their operand loads (bias, add) are all in flight together.
+ * kInterior: the warpgroup's rows and the tile's columns lie inside
+ * [M, N]: no edge checks on operand reads (the store clips the tile). */
+template <class T, class Epi, int BN, bool kInterior>
+__device__ __forceinline__ void apply_tile(const typename Epi::Params &ep, float (&acc)[BN / 2],
+                                           int m, int n, int n_lim, int row0, int col0) {
+  constexpr int kJ = (Epi::kPaired ? BN / 2 : BN) / 8; /* column groups of 8 */
+#pragma unroll
+  for (int j = 0; j < kJ; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 8 * h, col = col0 + 8 * j, l = 4 * j + 2 * h;
+      if (kInterior || (row < m && col < n_lim)) {
+        const float2 v = apply_pair<Epi, BN>(ep, acc, j, h, row, col, kInterior || col + 1 < n);
+        acc[l] = v.x;
+        acc[l + 1] = v.y;
+      }
+    }
+  }
+}
+
+/* Staging box addressing: box row r (of the warpgroup's 64) at r * 128
+ * bytes, its 16-byte chunk c at c ^ (r % 8) (TMA's 128B swizzle; an
+ * 8-column group is one chunk). For stmatrix / ldmatrix x4 over groups jc,
+ * jc + 1 (rows +0 and +8 of the warp's 16), lane l addresses row l % 8 of
+ * matrix l / 8: matrices (jc, +0), (jc, +8), (jc + 1, +0), (jc + 1, +8). */
+__device__ __forceinline__ uint32_t box_addr(uint32_t box, int warp, int lane, int jc) {
+  const int i = lane & 7, m = lane >> 3;
+  return box + (16 * warp + 8 * (m & 1) + i) * kRowBytes + (((jc + (m >> 1)) ^ i) << 4);
+}
+
+/* Rounds output chunk ch (tile columns 64 ch .. 64 ch + 63) of this warp's
+ * 16 rows into a staging box. */
+template <class T, int BN>
+__device__ __forceinline__ void stage_chunk(uint32_t box, const float (&acc)[BN / 2], int ch,
+                                            int warp, int lane) {
+#pragma unroll
+  for (int jc = 0; jc < 8; jc += 2) {
+    const int j = 8 * ch + jc;
+    stmatrix_x4(box_addr(box, warp, lane, jc), pack2<T>(acc[4 * j], acc[4 * j + 1]),
+                pack2<T>(acc[4 * j + 2], acc[4 * j + 3]), pack2<T>(acc[4 * j + 4], acc[4 * j + 5]),
+                pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
+  }
+}
+
+/* The same with the add tile already in the box (ADD, ADD_RELU by TMA):
+ * each warp reads its fragments of add, applies the epilogue formula to
+ * (acc, add) and writes the result back in place. */
+template <class T, int BN>
+__device__ __forceinline__ void stage_chunk_add(uint32_t box, const float (&acc)[BN / 2], int ch,
+                                                int kind, int warp, int lane) {
+#pragma unroll
+  for (int jc = 0; jc < 8; jc += 2) {
+    const int j = 8 * ch + jc;
+    const uint32_t addr = box_addr(box, warp, lane, jc);
+    uint32_t r[4];
+    ldmatrix_x4(addr, r[0], r[1], r[2], r[3]);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float2 x = unpack2<T>(r[q]);
+      r[q] = pack2<T>(fp_epilogue_unpaired(kind, acc[4 * j + 2 * q], x.x),
+                      fp_epilogue_unpaired(kind, acc[4 * j + 2 * q + 1], x.y));
+    }
+    stmatrix_x4(addr, r[0], r[1], r[2], r[3]);
+  }
+}
+
+/* Without TMA: the warpgroup writes a staged box's rows itself, a warp per
+ * row (lane l: columns 2 l, 2 l + 1), within rows < m and columns < n_lim. */
+template <class T>
+__device__ __forceinline__ void copy_box_out(uint32_t box, T *out, long long n, int m, int n_lim,
+                                             int grow0, int gcol0, int warp, int lane) {
+  const int gcol = gcol0 + 2 * lane;
+  if (gcol >= n_lim)
+    return;
+  const bool both = gcol + 1 < n_lim;
+#pragma unroll 4
+  for (int r = warp; r < 64; r += 4) {
+    const int grow = grow0 + r;
+    if (grow >= m)
+      break;
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];"
+                 : "=r"(v)
+                 : "r"(box + r * kRowBytes + ((((lane >> 2) ^ (r & 7))) << 4) + (lane & 3) * 4)
+                 : "memory");
+    T *dst = out + static_cast<long long>(grow) * n + gcol;
+    if (both && (reinterpret_cast<uintptr_t>(dst) & 3) == 0) {
+      *reinterpret_cast<uint32_t *>(dst) = v;
+    } else {
+      T x, y;
+      const uint16_t lo = static_cast<uint16_t>(v & 0xffffu), hi = static_cast<uint16_t>(v >> 16);
+      memcpy(&x, &lo, 2);
+      memcpy(&y, &hi, 2);
+      dst[0] = x;
+      if (both)
+        dst[1] = y;
+    }
+  }
+}
+
+/* Output chunks of tile column tn with a column < N (the same for the whole
+ * CTA: it decides whether a stage is borrowed). */
+template <int kOut> __device__ __forceinline__ int live_chunks(int n, int out_cols, int tn) {
+  const int n0 = tn * out_cols;
+  const int lim = min(n, n0 + out_cols);
+  const int c = (lim - n0 + kEpiCols - 1) / kEpiCols;
+  return c < kOut / kEpiCols ? c : kOut / kEpiCols;
+}
+
+/* ADD by TMA: the add tile's chunks [c0, c1) of warpgroup cw into their
+ * staging boxes, completing on `bar` (the elected thread; the boxes are free). */
+template <class SmemT>
+__device__ __forceinline__ void load_add_chunks(const SmemT &sm, const CUtensorMap *tma_add,
+                                                uint32_t bar, int cw, int held, int c0, int c1,
+                                                int n0, int grow0) {
+  if (c1 <= c0)
+    return;
+  mbar_arrive_expect_tx(bar, static_cast<uint32_t>(c1 - c0) * kEpiBoxBytes);
+  for (int c = c0; c < c1; ++c)
+    tma_load_2d(sm.box(cw, c, held), tma_add, bar, n0 + c * kEpiCols, grow0);
+}
+
+/* Per consumer warpgroup: the phases of its add barriers, and whether the
+ * current tile's add chunks in its own boxes were loaded during the main
+ * loop. */
+struct AddState {
+  uint32_t phase = 0, phase2 = 0;
+  bool preloaded = false;
+};
+
+/* The epilogue of tile (tm, tn) for warpgroup cw: the functor in registers,
+ * the rounded values into its staging boxes (chunks >= kEpiBufs in the
+ * borrowed stage `held`), then one TMA store per box, or, without TMA,
+ * coalesced stores by the warpgroup. With a borrowed stage, the caller has
+ * synchronised both warpgroups (their wgmmas no longer read it). Interior
+ * tiles of EpiLinear get the kind as a compile-time constant (its branches
+ * and unused operand loads fold away). */
+template <class T, class Epi, int BN, class SmemT>
+__device__ __forceinline__ void epilogue(const GemmArgs<T, Epi> &args, const CUtensorMap *tma_c,
+                                         const CUtensorMap *tma_add, const SmemT &sm,
+                                         float (&acc)[BN / 2], int tm, int tn, int held, int cw,
+                                         int warp, int lane, AddState &add) {
+  constexpr int kOut = Epi::kPaired ? BN / 2 : BN;
+  if constexpr (Epi::kPaired) {
+    if (args.shift != 0)
+      realign_right<BN>(acc, args.shift, lane);
+  }
+  const int w = args.out_cols;
+  const int n0 = tn * w;
+  const int n_lim = min(args.N, n0 + w);
+  const int live = live_chunks<kOut>(args.N, w, tn);
+  const int grow0 = tm * kBM + cw * 64; /* this warpgroup's 64 rows */
+  const int row0 = grow0 + warp * 16 + lane / 4;
+  const int col0 = n0 + 2 * (lane % 4);
+  if (grow0 >= args.M)
+    return; /* this warpgroup's rows are all past M (uniform over the warpgroup) */
+  const bool tma = args.tma_store != 0;
+  const bool elected = (threadIdx.x & 127) == 0;
+  bool add_in_box = false;
+  if constexpr (std::is_same<Epi, EpiLinear<T>>::value) {
+    if (args.add_tma) { /* add arrives in the staging boxes (gemm_kernel's consumer loop) */
+      constexpr int kOwn = SmemT::kEpiBufs;
+      const int own = min(live, kOwn);
+      if (elected) {
+        if (!add.preloaded) {
+          bulk_wait_read<0>(); /* the previous stores have read the boxes */
+          load_add_chunks(sm, tma_add, sm.epibar(cw), cw, held, 0, own, n0, grow0);
+        }
+        load_add_chunks(sm, tma_add, sm.epibar2(cw), cw, held, own, live, n0, grow0);
+      }
+      if (own > 0) {
+        mbar_wait(sm.epibar(cw), add.phase);
+        add.phase ^= 1u;
+#pragma unroll
+        for (int c = 0; c < kOwn && c < kOut / kEpiCols; ++c)
+          if (c < live)
+            stage_chunk_add<T, BN>(sm.box(cw, c, held), acc, c, args.ep.kind, warp, lane);
+      }
+      if (live > own) {
+        mbar_wait(sm.epibar2(cw), add.phase2);
+        add.phase2 ^= 1u;
+#pragma unroll
+        for (int c = kOwn; c < kOut / kEpiCols; ++c)
+          if (c < live)
+            stage_chunk_add<T, BN>(sm.box(cw, c, held), acc, c, args.ep.kind, warp, lane);
+      }
+      add.preloaded = false;
+      add_in_box = true;
+    }
+  }
+  if (!add_in_box) {
+    const bool interior = grow0 + 64 <= args.M && n0 + w <= args.N;
+    if (!interior) {
+      apply_tile<T, Epi, BN, false>(args.ep, acc, args.M, args.N, n_lim, row0, col0);
+    } else if constexpr (std::is_same<Epi, EpiLinear<T>>::value) {
+      typename Epi::Params ep = args.ep;
+      switch (args.ep.kind) {
+#define FP_SM90_KIND(K)                                                                            \
+  case K:                                                                                          \
+    ep.kind = K;                                                                                   \
+    apply_tile<T, Epi, BN, true>(ep, acc, args.M, args.N, n_lim, row0, col0);                      \
+    break;
+        FP_SM90_KIND(FP_EPI_NONE)
+        FP_SM90_KIND(FP_EPI_BIAS)
+        FP_SM90_KIND(FP_EPI_ADD)
+        FP_SM90_KIND(FP_EPI_RELU)
+        FP_SM90_KIND(FP_EPI_BIAS_RELU)
+        FP_SM90_KIND(FP_EPI_ADD_RELU)
+#undef FP_SM90_KIND
+      default:
+        break;
+      }
+    } else {
+      apply_tile<T, Epi, BN, true>(args.ep, acc, args.M, args.N, n_lim, row0, col0);
+    }
+    if (tma && elected)
+      bulk_wait_read<0>(); /* the previous tile's stores have read this warpgroup's boxes */
+    warpgroup_sync(cw);
+#pragma unroll
+    for (int c = 0; c < kOut / kEpiCols; ++c)
+      if (c < live)
+        stage_chunk<T, BN>(sm.box(cw, c, held), acc, c, warp, lane);
+  }
+  if (tma) {
+    fence_proxy_async(); /* the staged boxes are visible to the copy engine */
+    warpgroup_sync(cw);
+    if (elected) {
+      for (int c = 0; c < live; ++c)
+        tma_store_2d(tma_c, sm.box(cw, c, held), n0 + c * kEpiCols, grow0);
+      bulk_commit();
+    }
+  } else {
+    warpgroup_sync(cw);
+#pragma unroll
+    for (int c = 0; c < kOut / kEpiCols; ++c)
+      if (c < live)
+        copy_box_out<T>(sm.box(cw, c, held), args.out, args.N, args.M, n_lim, grow0,
+                        n0 + c * kEpiCols, warp, lane);
+    warpgroup_sync(cw); /* every read of the boxes is done (the next tile, a borrowed stage) */
+  }
+}
+
+/* Split-K: write this split's partial tile to its slice; the block that
+ * arrives last on the tile's counter sums the slices in order 0..split_k-1
+ * into acc and returns true (the caller then runs the epilogue), and
+ * resets the counter. The slice is row-major [kBM, BN] within the tile, in
+ * the B tile's column order (paired: left half, then right half). The sum
+ * reads 16 column groups of a slice at a time, all loads in flight. */
+template <class T, class Epi, int BN>
+__device__ __forceinline__ bool split_reduce(const GemmArgs<T, Epi> &args, float (&acc)[BN / 2],
+                                             const Unit &w, int cw, int warp, int lane,
+                                             volatile int *flag) {
+  const int split_k = args.sched.split_k;
+  const long long tile = static_cast<long long>(w.tm) * args.sched.ntiles + w.tn;
+  const int lrow = cw * 64 + warp * 16 + lane / 4;
+  const int lcol = 2 * (lane % 4);
+  float *mine = split_slice(args.ws, args.tiles, tile, w.split, kBM, BN);
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      __stcg(reinterpret_cast<float2 *>(mine + (lrow + 8 * h) * BN + lcol + 8 * j),
+             make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]));
+  __threadfence(); /* the partial is visible device-wide before the arrival below */
+  consumers_sync();
+  if (threadIdx.x == 128) {
+    unsigned *counter = split_counters(args.ws) + tile;
+    const unsigned arrived = atomicAdd(counter, 1u);
+    const int last = arrived == static_cast<unsigned>(split_k - 1);
+    if (last) {
+      __threadfence(); /* acquire: the other splits' partials before our reads */
+      *counter = 0u;   /* left zeroed for the next launch */
+    }
+    *flag = last;
+  }
+  consumers_sync();
+  const bool last = *flag != 0;
+  if (!last)
+    return false;
+  __threadfence();
+  const float *base = split_slice(args.ws, args.tiles, tile, 0, kBM, BN) + lrow * BN + lcol;
+  const long long slice_stride = static_cast<long long>(args.tiles) * kBM * BN;
+  constexpr int kJ = BN / 8, kCJ = kJ < 16 ? kJ : 16;
+#pragma unroll
+  for (int j0 = 0; j0 < kJ; j0 += kCJ) {
+    for (int s = 0; s < split_k; ++s) {
+      const float *p = base + s * slice_stride;
+      float2 v[kCJ][2];
+#pragma unroll
+      for (int j = 0; j < kCJ; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          v[j][h] = __ldcg(reinterpret_cast<const float2 *>(p + 8 * h * BN + 8 * (j0 + j)));
+#pragma unroll
+      for (int j = 0; j < kCJ; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int l = 4 * (j0 + j) + 2 * h;
+          acc[l] = s == 0 ? v[j][h].x : acc[l] + v[j][h].x;
+          acc[l + 1] = s == 0 ? v[j][h].y : acc[l + 1] + v[j][h].y;
+        }
+    }
+  }
+  return true;
+}
+
+#endif
