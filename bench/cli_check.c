@@ -36,9 +36,9 @@ static const char check_usage[] =
     "                     [xR[xstride]] for the convolutions, BxHxSxD or\n"
     "                     BxHxSxSKxD for attention; an op runs the\n"
     "                     shapes of its rank. Default: each op's odd shapes (row\n"
-    "                     ops 1x1,3x3,1x1000,3x1000,1000x3,7x65537,2x262144,\n"
-    "                     1x300007,128x256,256x128,33x4097,70x509,66x30001,\n"
-    "                     30x12000;\n"
+    "                     ops 1x1,3x3,1x1000,3x1000,1000x3,13x17,300x59,\n"
+    "                     7x65537,2x262144,1x300007,3x262147,128x256,256x128,\n"
+    "                     33x4097,70x509,66x30001,30x12000;\n"
     "                     GEMMs 1x1x1,7x33x100,33x7x1000,100x100x100,...; see\n"
     "                     fuseport list)\n"
     "  --param NAME=VAL   set a parameter of the ops that have it (repeatable),\n"
@@ -64,8 +64,9 @@ static const char check_usage[] =
  * every build of the CUDA row kernels (see tests/test_ops.c). Ops with
  * shapes of their own (op.h, check_shapes) use those. */
 static const int64_t default_shapes[][2] = {
-    {1, 1},      {3, 3},     {1, 1000},  {3, 1000},  {1000, 3}, {7, 65537},  {2, 262144},
-    {1, 300007}, {128, 256}, {256, 128}, {33, 4097}, {70, 509}, {66, 30001}, {30, 12000}};
+    {1, 1},     {3, 3},     {1, 1000},   {3, 1000},   {1000, 3},   {13, 17},
+    {300, 59},  {7, 65537}, {2, 262144}, {1, 300007}, {3, 262147}, {128, 256},
+    {256, 128}, {33, 4097}, {70, 509},   {66, 30001}, {30, 12000}};
 
 typedef struct check_opts {
   fp_cli_target target;

@@ -18,33 +18,33 @@ enum { H100_SMS = 132, HOST_CAP = 1 << 20 };
  * build; a warp build of 8 vectors; a streaming cluster build; blocks of
  * up to 256 or 512 threads for many mid-length rows). */
 static const fp_rows_builds reduce_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 8, 0, 1, false, 0, 0, 32769};
+    {true, true, false, true, true}, 2, 0, 4, 8, 0, 1, false, 0, 0, 32769, 0, 0, 0};
 static const fp_rows_builds reduce_offer_k4 = {
-    {true, true, false, true, true}, 2, 0, 4, 4, 0, 1, false, 0, 0, 32769};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 1, false, 0, 0, 32769, 0, 0, 0};
 /* softmax_backward: two rows cached and staged; its streaming build keeps
  * nothing */
 static const fp_rows_builds backward_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 4, 0, 2, true, 0, 0, 0};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 2, true, 0, 0, 0, 0, 0, 0};
 /* the real offers of softmax and layernorm: long-row caches of 8 and 4
  * vectors that do not stage; streaming builds that keep their row */
 static const fp_rows_builds softmax_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 8, 0, 0, false, 0, 0, 32769};
+    {true, true, false, true, true}, 2, 0, 4, 8, 0, 0, false, 0, 0, 32769, 0, 0, 0};
 static const fp_rows_builds layernorm_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 4, 0, 0, false, 0, 0, 32769};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 0, false, 0, 0, 32769, 0, 0, 0};
 /* layernorm's real offer: its streaming build also takes many rows of
  * 8193..16384 floats in blocks of 512 */
 static const fp_rows_builds layernorm_half_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 4, 0, 0, false, 0, 8193, 32769};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 0, false, 0, 8193, 32769, 0, 0, 0};
 /* double_softmax: its long-row build stages; blocks of 512 from 12289 */
 static const fp_rows_builds double_softmax_half_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 4, 0, 1, false, 0, 12289, 32769};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 1, false, 0, 12289, 32769, 0, 0, 0};
 static const fp_rows_builds layernorm_offer_no_stream = {
-    {true, true, false, true, false}, 2, 0, 4, 4, 0, 0, false, 0, 0, 0};
+    {true, true, false, true, false}, 2, 0, 4, 4, 0, 0, false, 0, 0, 0, 0, 0, 0};
 static const fp_rows_builds hreduce_offer = {
-    {false, false, true, true}, 0, 8, 0, 0, 0, 0, false, 256, 0, 0};
+    {false, false, true, true}, 0, 8, 0, 0, 0, 0, false, 256, 0, 0, 0, 0, 0};
 /* hreduce_pointwise: 40 registers, three blocks of 512 resident, one of 1024 */
 static const fp_rows_builds hreduce_pointwise_offer = {
-    {false, false, true, true}, 0, 8, 0, 0, 512, 0, false, 512, 0, 0};
+    {false, false, true, true}, 0, 8, 0, 0, 512, 0, false, 512, 0, 0, 0, 0, 0};
 
 /* The host's ROWS request (ops/primitives.c fp_rows_range). */
 static void host_request(int64_t M, int64_t N, uint32_t *groups, uint32_t *block) {
@@ -91,8 +91,16 @@ static void assert_preconditions(const fp_rows_builds *b, int64_t M, int64_t N, 
       fail_msg("%s: row longer than the warp's cache", what);
     if (p.block != 256)
       fail_msg("%s: warp builds take 8 warps per block", what);
-    if ((int64_t)p.grid * 8 < rows)
-      fail_msg("%s: fewer warps than rows up to the cap", what);
+    /* a team of 4 lanes per row of up to 16 floats, 16 up to 64, a warp
+     * beyond (written out here, not through the macro) */
+    const int lanes = N <= 16 ? 4 : N <= 64 ? 16 : 32;
+    if (FP_ROWS_WARP_LANES_LOG2(N) != (lanes == 4 ? 2 : lanes == 16 ? 4 : 5))
+      fail_msg("%s: FP_ROWS_WARP_LANES_LOG2 is not the documented rule", what);
+    if ((int64_t)p.grid * (256 / lanes) < rows)
+      fail_msg("%s: fewer teams than rows up to the cap", what);
+    /* no more blocks than the rows need: a grid of idle teams costs launches */
+    if ((int64_t)(p.grid - 1) * (256 / lanes) >= rows)
+      fail_msg("%s: a whole block of teams without a row", what);
     break;
   }
   case FP_ROWS_CLUSTER: {
@@ -106,8 +114,16 @@ static void assert_preconditions(const fp_rows_builds *b, int64_t M, int64_t N, 
                           (vec + 7) / 8 <= (int64_t)b->cluster_vectors * 1024))
       fail_msg("%s: a cluster of 16 where 8 would do", what);
     const int64_t share = (vec + p.cluster - 1) / p.cluster;
-    if (b->cluster_vectors > 0 && share > (int64_t)b->cluster_vectors * p.block)
+    const uint64_t smem = fp_cuda_cluster_smem_bytes(b, &p, N);
+    if (b->cluster_vectors > 0 && share > (int64_t)b->cluster_vectors * p.block &&
+        (smem == 0 || smem > b->cluster_smem_max))
       fail_msg("%s: a block's share (%lld float4) exceeds its cache", what, (long long)share);
+    /* the kernel's test (dispatch_team_cache): arrays x ceil(share / block)
+     * x block float4 within the launch's shared memory */
+    if (smem > 0 && smem < (uint64_t)b->cluster_smem_arrays * 16u *
+                               (uint64_t)((share + p.block - 1) / p.block) * p.block)
+      fail_msg("%s: %llu bytes of shared memory for a share of %lld float4", what,
+               (unsigned long long)smem, (long long)share);
     if ((int64_t)p.grid != rows * p.cluster)
       fail_msg("%s: grid is not a cluster per row", what);
     break;
@@ -177,6 +193,16 @@ static void assert_preconditions(const fp_rows_builds *b, int64_t M, int64_t N, 
   }
 }
 
+/* The offers with the cluster build's shared-memory cache, as the backend
+ * fills them on an H100 (227 KiB a block less the build's static shared
+ * memory). */
+enum { H100_CLUSTER_SMEM = 231424 };
+static fp_rows_builds with_cluster_smem(fp_rows_builds b, int arrays) {
+  b.cluster_smem_arrays = arrays;
+  b.cluster_smem_max = H100_CLUSTER_SMEM;
+  return b;
+}
+
 /* Every M and N of a sweep (odd sizes, powers of two and their neighbours,
  * 1..2^22), both offers, sm_80 and sm_90, both policies. */
 static void test_preconditions_hold(void **state) {
@@ -187,9 +213,12 @@ static void test_preconditions_hold(void **state) {
                            8191,  8192,  8193,  16383,  16384,  16385,  30001,  32768,   32769,
                            65535, 65536, 65537, 131071, 131072, 131073, 262144, 1 << 20, 1 << 22};
   const int n = (int)(sizeof sizes / sizeof sizes[0]);
-  const fp_rows_builds *offers[] = {&reduce_offer,  &reduce_offer_k4,        &backward_offer,
-                                    &softmax_offer, &layernorm_offer,        &layernorm_half_offer,
-                                    &hreduce_offer, &hreduce_pointwise_offer};
+  const fp_rows_builds softmax_smem = with_cluster_smem(softmax_offer, 1);
+  const fp_rows_builds backward_smem = with_cluster_smem(backward_offer, 2);
+  const fp_rows_builds *offers[] = {&reduce_offer,  &reduce_offer_k4,         &backward_offer,
+                                    &softmax_offer, &layernorm_offer,         &layernorm_half_offer,
+                                    &hreduce_offer, &hreduce_pointwise_offer, &softmax_smem,
+                                    &backward_smem};
   int checked = 0, tuned_builds = 0;
   for (size_t o = 0; o < sizeof offers / sizeof offers[0]; ++o)
     for (int policy = 0; policy < 3; ++policy)
@@ -233,8 +262,13 @@ static void test_gpu_test_shapes_reach_every_build(void **state) {
        * kernels' cluster build streams: 8) */
       {1, 262144, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 16},
       {2, 262144, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 16},
-      /* longer still: the streaming build */
-      {1, 300007, FP_ROWS_STREAM, FP_ROWS_CLUSTER, 1},
+      /* longer still: a cluster of 16 keeping the row in shared memory;
+       * of 8 for more rows than clusters of 16 may take */
+      {1, 300007, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 16},
+      {11, 131073, FP_ROWS_CLUSTER, FP_ROWS_CLUSTER, 8},
+      /* the streaming build for the kernels whose long-row cache holds
+       * 32768 floats */
+      {40, 32769, FP_ROWS_STREAM, FP_ROWS_REGISTERED, 1},
       /* shorter rows, or more of them: a block per row (measured faster) */
       {33, 4097, FP_ROWS_REGISTERED, FP_ROWS_REGISTERED, 1},
       {70, 3001, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
@@ -244,8 +278,10 @@ static void test_gpu_test_shapes_reach_every_build(void **state) {
       {128, 65536, FP_ROWS_STREAM, FP_ROWS_REGISTERED, 1},
       {256, 32768, FP_ROWS_LONG, FP_ROWS_REGISTERED, 1},
   };
+  /* the offer with the cluster build's shared memory, as on the GPU */
+  const fp_rows_builds reduce_smem = with_cluster_smem(reduce_offer, 1);
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
-    fp_rows_plan r = plan_for(FP_ROWS_POLICY_TUNED, &reduce_offer, cases[k].M, cases[k].N, 9);
+    fp_rows_plan r = plan_for(FP_ROWS_POLICY_TUNED, &reduce_smem, cases[k].M, cases[k].N, 9);
     fp_rows_plan h = plan_for(FP_ROWS_POLICY_TUNED, &hreduce_offer, cases[k].M, cases[k].N, 9);
     if (r.build != cases[k].reduce || h.build != cases[k].hreduce)
       fail_msg("%lldx%lld: builds %d/%d, expected %d/%d", (long long)cases[k].M,
@@ -302,6 +338,83 @@ static void test_nonportable_clusters(void **state) {
       /* no clusters on sm_80 */
       assert_true(plan_for(FP_ROWS_POLICY_TUNED, offers[o], M, N, 8).build != FP_ROWS_CLUSTER);
     }
+}
+
+/* Fewer rows than SMs of more than 65536 floats that no register cluster
+ * holds: a cluster per row that keeps the row in shared memory, its size
+ * the smallest that fits, doubled while one wave holds the clusters; the
+ * streaming build where the offer has no such cache, for as many rows as
+ * SMs, where the smallest cluster takes more than one wave for more than
+ * 66 rows, and on sm_80. */
+static void test_cluster_smem(void **state) {
+  (void)state;
+  const struct {
+    int64_t M, N;
+    int arrays;
+    uint32_t cluster; /* 0: not a cluster plan */
+    uint64_t bytes;   /* its shared memory: arrays x slots x 1024 x 16 (blocks of 1024) */
+  } cases[] = {
+      {3, 262147, 1, 16, 5 * 16384},  /* 4097 float4 a block: 5 slots */
+      {9, 300000, 1, 8, 10 * 16384},  /* 16 would take 144 blocks */
+      {1, 300007, 1, 16, 5 * 16384},  /* test_ops' shape past 262144 */
+      {40, 262147, 1, 8, 9 * 16384},  /* 320 blocks: 2.4 waves, against 40 */
+      {54, 100003, 1, 2, 13 * 16384}, /* 108 blocks */
+      {66, 262147, 1, 8, 9 * 16384},
+      {67, 262147, 1, 0, 0}, /* 536 blocks for 67 rows */
+      {3, 262147, 2, 16, 2 * 5 * 16384},
+      {9, 300000, 2, 16, 2 * 5 * 16384}, /* two arrays of 10 slots do not fit */
+      {54, 100003, 2, 4, 2 * 7 * 16384},
+      {132, 262147, 1, 0, 0}, /* as many rows as SMs */
+      {100, 65537, 1, 0, 0},  /* 200 blocks for 100 rows */
+      {64, 65536, 1, 0, 0},   /* the streaming build keeps the row whole */
+      {3, 65536, 1, 8, 0},    /* the register cluster holds it */
+      {1, 1000000, 1, 0, 0},  /* 16 blocks of 227 KiB hold 929792 floats */
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+    const int64_t M = cases[k].M, N = cases[k].N;
+    const fp_rows_builds base = cases[k].arrays == 2 ? backward_offer : layernorm_offer;
+    const fp_rows_builds b = with_cluster_smem(base, cases[k].arrays);
+    const fp_rows_plan p = plan_for(FP_ROWS_POLICY_TUNED, &b, M, N, 9);
+    assert_preconditions(&b, M, N, 9, p);
+    const uint64_t bytes = fp_cuda_cluster_smem_bytes(&b, &p, N);
+    if (cases[k].cluster == 0) {
+      if (p.build == FP_ROWS_CLUSTER)
+        fail_msg("%lldx%lld: cluster of %u, expected none", (long long)M, (long long)N, p.cluster);
+    } else if (p.build != FP_ROWS_CLUSTER || p.cluster != cases[k].cluster ||
+               (bytes > 0 && p.block != 1024) || p.grid != (uint32_t)M * cases[k].cluster ||
+               bytes != cases[k].bytes) {
+      fail_msg("%lldx%lld (%d arrays): build %d cluster %u block %u grid %u, %llu bytes; "
+               "expected a cluster of %u, %llu bytes",
+               (long long)M, (long long)N, cases[k].arrays, (int)p.build, p.cluster, p.block,
+               p.grid, (unsigned long long)bytes, cases[k].cluster,
+               (unsigned long long)cases[k].bytes);
+    }
+    /* the offer without the cache: as before, no shared memory */
+    const fp_rows_plan q = plan_for(FP_ROWS_POLICY_TUNED, &base, M, N, 9);
+    assert_preconditions(&base, M, N, 9, q);
+    assert_true(fp_cuda_cluster_smem_bytes(&base, &q, N) == 0);
+    if (bytes > 0)
+      assert_true(q.build != FP_ROWS_CLUSTER);
+    /* an offer that starts at 131073 floats (cluster_smem_min_n) */
+    fp_rows_builds late = b;
+    late.cluster_smem_min_n = 131072;
+    const fp_rows_plan l = plan_for(FP_ROWS_POLICY_TUNED, &late, M, N, 9);
+    assert_preconditions(&late, M, N, 9, l);
+    if (N <= 131072 && fp_cuda_cluster_smem_bytes(&late, &l, N) != 0)
+      fail_msg("%lldx%lld: shared-memory cluster below the offer's 131073 floats", (long long)M,
+               (long long)N);
+    if (N > 131072 && (l.build != p.build || l.cluster != p.cluster))
+      fail_msg("%lldx%lld: the offer's 131073 floats changed the plan of a longer row",
+               (long long)M, (long long)N);
+    /* at the portable maximum, at most 8 blocks */
+    uint32_t groups, block;
+    host_request(M, N, &groups, &block);
+    const fp_rows_plan r =
+        fp_cuda_plan_rows(FP_ROWS_POLICY_TUNED, &b, M, N, groups, block, 9, H100_SMS, 8);
+    assert_preconditions(&b, M, N, 9, r);
+    assert_true(r.build != FP_ROWS_CLUSTER || r.cluster <= 8);
+    assert_true(plan_for(FP_ROWS_POLICY_TUNED, &b, M, N, 8).build != FP_ROWS_CLUSTER);
+  }
 }
 
 /* The long-row build takes the smallest block that caches the row (at
@@ -934,6 +1047,7 @@ int main(void) {
       cmocka_unit_test(test_policy_from_env),
       cmocka_unit_test(test_cluster_many_rows),
       cmocka_unit_test(test_nonportable_clusters),
+      cmocka_unit_test(test_cluster_smem),
       cmocka_unit_test(test_few_rows_wide_blocks),
       cmocka_unit_test(test_long_row_blocks),
       cmocka_unit_test(test_stream_build),

@@ -17,16 +17,19 @@
  * prime 300007. On an H100 (132 SMs) the CUDA row kernels' planner
  * (backend/cuda/cuda_plan.c) with FUSEPORT_CUDA_ROW_BUILDS=tuned sends
  * these to every build it uses: a warp per short row (N <= 256: 1x1, 3x3,
- * 1000x3, 128x256), a block per row (widened for few rows: 70x509, 1x1000,
+ * 1000x3 on teams of 4 lanes, 13x17 and 300x59 on 16, 128x256 on the
+ * whole warp), a block per row (widened for few rows: 70x509, 1x1000,
  * 64x1024; the long-row build: 300x1000, 30x12000, 66x30001; 33x4097), a
  * cluster of 8 blocks per row (5x65537; 1x262144 and 1x300007 for
- * hreduce), of 16 (1x262144) and the streaming build (1x300007; 66x30001
- * for the kernels whose long-row cache holds 16384 floats). Clusters of 2
- * and 4 are the same code with another C: tests/cuda_emu runs them. */
-static const int64_t shapes[][2] = {{1, 1},      {3, 3},      {1, 1000},   {1000, 3},
-                                    {5, 65537},  {1, 262144}, {1, 300007}, {128, 256},
-                                    {64, 1024},  {33, 4097},  {70, 509},   {66, 30001},
-                                    {30, 12000}, {300, 1000}, {70, 3001},  {530, 1030}};
+ * hreduce), of 16 (1x262144), clusters keeping the row in shared memory
+ * (16 blocks for 1x300007, 8 for 11x131073) and the streaming build
+ * (40x32769; 66x30001 for the kernels whose long-row cache holds 16384
+ * floats). Clusters of 2 and 4 are the same code with another C:
+ * tests/cuda_emu runs them. */
+static const int64_t shapes[][2] = {
+    {1, 1},      {3, 3},      {1, 1000},    {1000, 3},   {13, 17},   {300, 59},  {5, 65537},
+    {1, 262144}, {1, 300007}, {11, 131073}, {40, 32769}, {128, 256}, {64, 1024}, {33, 4097},
+    {70, 509},   {66, 30001}, {30, 12000},  {300, 1000}, {70, 3001}, {530, 1030}};
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
 /* Whether the backend may answer "unsupported" for this variant: the

@@ -54,6 +54,11 @@ typedef struct cuda_state {
   /* the streaming builds' rows in shared memory: the most dynamic shared
    * memory each may have, its attribute then set (0: not asked yet) */
   size_t stream_smem_limit[FPK_COUNT];
+  /* the cluster builds' shares in shared memory (FUSEPORT_CUDA_CLUSTER_SMEM,
+   * default on): their attribute set and the offer's cluster_smem_max
+   * filled on a kernel's first launch (cluster_smem_asked) */
+  bool cluster_smem;
+  bool cluster_smem_asked[FPK_COUNT];
   unsigned char stage_resident[FPK_COUNT][11][2];
   int cc_major, sm_count;
   /* the largest cluster the ROWS planner may take: 16 on sm_90+ (the
@@ -276,6 +281,19 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
                           "FUSEPORT_CUDA_STREAM_SMEM='%s': expected 1 (the default), 0 or all",
                           stream_smem);
     }
+  }
+  /* A timing knob: 0 keeps the cluster builds to rows their registers
+   * hold (cuda_plan.h, fp_cuda_cluster_smem_bytes). */
+  const char *cluster_smem = getenv("FUSEPORT_CUDA_CLUSTER_SMEM");
+  s->cluster_smem = true;
+  if (cluster_smem != NULL && *cluster_smem != '\0') {
+    if (strcmp(cluster_smem, "0") != 0 && strcmp(cluster_smem, "1") != 0) {
+      free(s);
+      return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                          "FUSEPORT_CUDA_CLUSTER_SMEM='%s': expected 1 (the default) or 0",
+                          cluster_smem);
+    }
+    s->cluster_smem = cluster_smem[0] == '1';
   }
   /* A timing knob: 8 keeps the ROWS clusters at the portable size. */
   const char *max_cluster = getenv("FUSEPORT_CUDA_MAX_CLUSTER");
@@ -989,6 +1007,19 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
    * memory, with the kernel's attribute set */
   bool staged = false;
   if (tuning->rows && nd->dims == 1 && shared_bytes == 0) {
+    /* The cluster build's shared memory (its shares where its registers
+     * cannot hold them): the attribute set once, and the offer told the
+     * most it may have, before the first plan. */
+    if (s->cluster_smem && !s->cluster_smem_asked[id] && s->cc_major >= 9 &&
+        tuning->offer.cluster_smem_arrays > 0 && tuning->builds[FP_ROWS_CLUSTER] != NULL) {
+      size_t limit = 0;
+      st = opt_in_dynamic_smem(ctx, tuning->builds[FP_ROWS_CLUSTER], name, "cluster-per-row build",
+                               &limit);
+      if (st != FP_OK)
+        return st;
+      s->tuning[id].offer.cluster_smem_max = limit > 1 && limit <= UINT32_MAX ? (uint32_t)limit : 0;
+      s->cluster_smem_asked[id] = true;
+    }
     const unsigned host_block =
         s->rows_block_cap != 0 && block[0] > s->rows_block_cap ? s->rows_block_cap : block[0];
     fp_rows_plan plan = fp_cuda_plan_rows(s->row_policy, &tuning->offer, args[tuning->arg_m].v.i64,
@@ -1029,6 +1060,11 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
                             &staged);
       if (st != FP_OK)
         return st;
+    } else if (plan.build == FP_ROWS_CLUSTER) {
+      /* within the limit the attribute was set to (the planner kept to it) */
+      shared_bytes =
+          (size_t)fp_cuda_cluster_smem_bytes(&tuning->offer, &plan, args[tuning->arg_n].v.i64);
+      staged = shared_bytes > 0;
     }
     grid[0] = plan.grid;
     block[0] = plan.block;
@@ -1116,6 +1152,7 @@ static fp_status cuda_launch(fp_context *ctx, fp_kernel_id id, const fp_ndrange 
     build = "";
     grid_dim.x = grid[0] = (unsigned)(nd->global[0] / nd->local[0]);
     block_dim.x = block[0] = nd->local[0];
+    shared_bytes = 0; /* the cluster's shares; the registered build streams */
   }
   err = cudaLaunchKernel(kernel, grid_dim, block_dim, params, shared_bytes, s->stream);
   if (err == cudaSuccess)

@@ -42,8 +42,61 @@ enum {
   /* ... and, for a kernel that offers stream_half_long_min_n, for rows the
    * long-row build caches only in blocks of 1024, given at least this many
    * rows per SM (below) */
-  STREAM_HALF_MIN_ROWS_PER_SM = 3
+  STREAM_HALF_MIN_ROWS_PER_SM = 3,
+  /* shared-memory clusters only for rows longer than the 58112 floats
+   * (227 KiB) of an H100 block's shared memory, which the streaming build
+   * keeps whole up to there (plan_cluster_smem) */
+  CLUSTER_SMEM_MIN_N = 65536
 };
+/* The float4 of a row's split that each block of a cluster of C holds, at
+ * most (whatever the row's alignment). */
+static int64_t cluster_share_vectors(int64_t N, int64_t C) { return ((N + 3) / 4 + C - 1) / C; }
+
+uint64_t fp_cuda_cluster_smem_bytes(const fp_rows_builds *b, const fp_rows_plan *plan, int64_t N) {
+  if (plan->build != FP_ROWS_CLUSTER || b->cluster_smem_arrays <= 0 || plan->block == 0 ||
+      plan->cluster < 2 || N <= 0)
+    return 0;
+  const int64_t share = cluster_share_vectors(N, plan->cluster);
+  if (b->cluster_vectors > 0 && share <= (int64_t)b->cluster_vectors * plan->block)
+    return 0; /* the register cache holds it */
+  const int64_t slots = (share + plan->block - 1) / plan->block;
+  return (uint64_t)b->cluster_smem_arrays * (uint64_t)slots * plan->block * 16u;
+}
+
+/* A cluster per row whose blocks keep their shares in shared memory, for
+ * fewer rows than SMs that no register cache holds: the smallest cluster
+ * whose shares fit the build's shared memory, doubled while the clusters
+ * still fit on the SMs in one wave (up to 16 blocks where max_cluster and
+ * the rule for clusters of 16 allow), in blocks of 1024 threads. False
+ * where no cluster of up to 8 (16) blocks holds the row, or where the
+ * smallest takes more than one wave for more than half as many rows as
+ * SMs. */
+static bool plan_cluster_smem(const fp_rows_builds *b, int64_t rows, int64_t N, int sm_count,
+                              int max_cluster, fp_rows_plan *plan) {
+  if (b->cluster_smem_arrays <= 0 || b->cluster_smem_max == 0 || !b->has[FP_ROWS_CLUSTER])
+    return false;
+  const int64_t largest = max_cluster >= MAX_NONPORTABLE_CLUSTER &&
+                                  rows * MAX_NONPORTABLE_CLUSTER * 4 <= 5 * (int64_t)sm_count
+                              ? MAX_NONPORTABLE_CLUSTER
+                              : MAX_CLUSTER;
+  fp_rows_plan p = {FP_ROWS_CLUSTER, 0, MAX_BLOCK, 2};
+  while (fp_cuda_cluster_smem_bytes(b, &p, N) > b->cluster_smem_max) {
+    if (p.cluster >= largest)
+      return false;
+    p.cluster *= 2;
+  }
+  /* More clusters than one wave holds only where a block per row would
+   * leave over half the SMs idle (40 x 262147 in clusters of 8: 320 blocks
+   * on 132 SMs, against 40 streaming blocks) */
+  if (rows * p.cluster > (int64_t)sm_count && 2 * rows > (int64_t)sm_count)
+    return false;
+  while (p.cluster < largest && rows * 2 * p.cluster <= (int64_t)sm_count)
+    p.cluster *= 2;
+  p.grid = (uint32_t)(rows * p.cluster);
+  *plan = p;
+  return true;
+}
+
 /* as the host's fp_rows_range: rows beyond it loop inside the kernels */
 static const int64_t row_groups_cap = (int64_t)1 << 20;
 
@@ -58,7 +111,7 @@ static uint32_t pow2_ceil(int64_t v) {
  *   N <= 256 (WARP_MAX_N) and within the cache of a warp build: WARP_SHORT
  *     if it fits (N <= 128 * warp_short_vectors), else WARP (many short
  *     rows: a block of 32 threads per row is capped at 32 blocks, i.e. half
- *     an SM);
+ *     an SM), each row on FP_ROWS_WARP_LANES_LOG2(N) lanes of a warp;
  *   sm_90+, rows of at least 16384 floats, at most one row per 4 SMs (or
  *     any number of rows, at least 2^23 floats in all, that LONG_ROWS
  *     would stream and CLUSTER caches, for a kernel whose offer says
@@ -94,7 +147,9 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
   const int64_t rows = M < row_groups_cap ? M : row_groups_cap;
   const bool tuned = policy != FP_ROWS_POLICY_BLOCK;
   if (tuned) {
-    const int64_t warp_groups = (rows + WARP_BLOCK / 32 - 1) / (WARP_BLOCK / 32);
+    /* a team of 4..32 lanes per row (FP_ROWS_WARP_LANES_LOG2) */
+    const int64_t rows_per_warp_block = WARP_BLOCK >> FP_ROWS_WARP_LANES_LOG2(N);
+    const int64_t warp_groups = (rows + rows_per_warp_block - 1) / rows_per_warp_block;
     if (N <= WARP_MAX_N &&
         ((b->has[FP_ROWS_WARP_SHORT] && N <= 128 * (int64_t)b->warp_short_vectors) ||
          (b->has[FP_ROWS_WARP] && N <= 128 * (int64_t)b->warp_vectors))) {
@@ -171,6 +226,25 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
         plan.cluster = (uint32_t)C;
         return plan;
       }
+    }
+    /* Fewer rows than SMs, longer than the streaming build keeps in shared
+     * memory (it would read them twice, a block per row, the other SMs
+     * idle) and than the rule above gave a register cluster: a cluster per
+     * row that keeps the row in its blocks' shared memory, read once.
+     * Measured on an H200 (2026-11-28, two alternating rounds,
+     * FUSEPORT_CUDA_CLUSTER_SMEM=0 against 1,
+     * docs/results/2026-11-28-h200-every-shape-cluster-smem/ab/): the five
+     * row kernels 2.5-6.1x faster at 1 to 9 rows of 262147-400001 floats
+     * (layernorm 3 x 262147 84.0 -> 14.8 us, softmax 1 x 300007 59.1 ->
+     * 14.4), 1.00-1.64x at 39 and 40 rows of 262147; at 54 x 100003,
+     * layernorm 1.35x and softmax, double_softmax 1.01-1.05x, but
+     * softmax_backward 0.96x and norm_chain 0.88x: their offers start at
+     * 131073 floats (cluster_smem_min_n). */
+    if (cc_major >= 9 && rows < (int64_t)sm_count && N > CLUSTER_SMEM_MIN_N &&
+        N > b->cluster_smem_min_n) {
+      fp_rows_plan smem_plan;
+      if (plan_cluster_smem(b, rows, N, sm_count, max_cluster, &smem_plan))
+        return smem_plan;
     }
     /* Few rows of 257..1024 floats (at most two blocks per SM): the
      * host's block of N/16 threads leaves each SM one or two warps, every

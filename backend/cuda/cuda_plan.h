@@ -8,12 +8,16 @@
  * horizontal.cu); a ROWS kernel's result never depends on the geometry, so
  * the backend may launch any of them with a geometry of its own, as long as
  * each build's precondition holds:
- *   WARP_SHORT  a warp per row, 8 rows per 256-thread block, rows of at most
- *               128 * warp_short_vectors floats (the cache per lane);
+ *   WARP_SHORT  a warp (rows of up to 64 floats: 4 or 16 of its lanes,
+ *               FP_ROWS_WARP_LANES_LOG2) per row, 8 to 64 rows per 256-thread
+ *               block, rows of at most 128 * warp_short_vectors floats (the
+ *               cache per lane);
  *   WARP        the same with warp_vectors per lane;
  *   CLUSTER     sm_90+: a cluster of C (2..16) blocks per row; each block's
  *               share of the row, ceil(ceil(N/4) / C) float4 vectors, fits
- *               cluster_vectors per thread (0: the build streams, any share);
+ *               cluster_vectors per thread (0: the build streams, any share)
+ *               or, where the offer has cluster_smem_arrays, the dynamic
+ *               shared memory of fp_cuda_cluster_smem_bytes;
  *   LONG_ROWS   a block per row, a deeper register cache (long_vectors per
  *               thread); any block size (rows the cache cannot hold stream);
  *   STREAM      a block per row that streams every row (no register cache to
@@ -62,7 +66,25 @@ typedef struct fp_rows_builds {
   int32_t stream_smem_min_n;      /* STREAM keeps its input rows of at least this many floats
                                      in dynamic shared memory for its later passes (SmemRow in
                                      device_rows.cuh), 0: none */
+  int cluster_smem_arrays;        /* row arrays CLUSTER keeps in dynamic shared memory where
+                                     its register cache cannot hold a block's share
+                                     (RowCache<kSmemCache> in device_rows.cuh), 0: none */
+  int32_t cluster_smem_min_n;     /* ... for rows of more than this many floats only (and
+                                     more than 65536 in any case) */
+  uint32_t cluster_smem_max;      /* the most dynamic shared memory CLUSTER may be launched
+                                     with, set by the backend from the device (0: no shared-
+                                     memory cache) */
 } fp_rows_builds;
+
+/* The lanes of the team that holds a row in the warp builds (WarpTeam in
+ * device_rows.cuh), as log2: 4 lanes for rows of up to 16 floats, 16 up to
+ * 64, the whole warp for longer ones; 4 lanes at least, one per head or
+ * tail scalar of its row (up to 3 each). The kernels (one instantiation
+ * per width) and the planner's grid (a block of 256 threads holds
+ * 256 >> lanes_log2 rows) follow this one rule. Short rows then keep the
+ * lanes busy and need fewer shuffle steps per reduction: a warp per row of
+ * 7 floats left 25 of its 32 lanes idle. */
+#define FP_ROWS_WARP_LANES_LOG2(N) ((N) <= 16 ? 2 : (N) <= 64 ? 4 : 5)
 
 typedef struct fp_rows_plan {
   fp_rows_build build;
@@ -90,6 +112,14 @@ typedef enum fp_rows_policy {
 fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *builds, int64_t M,
                                int64_t N, uint32_t host_groups, uint32_t host_block, int cc_major,
                                int sm_count, int max_cluster);
+
+/* The dynamic shared memory a CLUSTER plan keeps its blocks' shares in
+ * (RowCache<kSmemCache>): cluster_smem_arrays arrays of ceil(share / block)
+ * float4 per thread, share = ceil(ceil(N/4) / C); 0 for a plan whose shares
+ * the register cache holds (cluster_vectors per thread), for another build
+ * and for an offer without the shared-memory cache. */
+uint64_t fp_cuda_cluster_smem_bytes(const fp_rows_builds *builds, const fp_rows_plan *plan,
+                                    int64_t N);
 
 /* ---- staging (LONG_ROWS) -----------------------------------------------------
  * The long-row build can stage the next row of its loop in dynamic shared

@@ -324,6 +324,26 @@ __device__ __forceinline__ T warp_allreduce(T v, Combine combine) {
   return shfl_from(v, 0);
 }
 
+/* The same over a team of 2^LG lanes (LG 2..5: lanes first .. first +
+ * 2^LG - 1 of the warp, first = lane & ~(2^LG - 1)), returned to every lane
+ * of the team; for LG = 5, warp_allreduce itself. Only the team's lanes
+ * take part (the shuffles' mask): the teams of one warp may run different
+ * numbers of rows, so the others may have left the row loop. */
+template <int LG, class T, class Combine>
+__device__ __forceinline__ T lanes_allreduce(T v, Combine combine) {
+  if constexpr (LG == 5) {
+    return warp_allreduce(v, combine);
+  } else {
+    constexpr int w = 1 << LG;
+    const int first = (int)(threadIdx.x & 31u) & ~(w - 1);
+    const unsigned mask = ((1u << w) - 1u) << first;
+#pragma unroll
+    for (int o = w / 2; o > 0; o >>= 1)
+      v = combine(v, shuffle_words(v, [=](unsigned x) { return __shfl_xor_sync(mask, x, o); }));
+    return shuffle_words(v, [=](unsigned x) { return __shfl_sync(mask, x, first); });
+  }
+}
+
 /* Shared memory of the block reductions: one slot per warp and the result.
  * The result lies after all 32 slots whatever the value type, so calls of
  * different types may follow each other on one scratch (see below). */
@@ -407,9 +427,23 @@ __device__ __forceinline__ float block_max(float v) {
 #define FPCU_ROWS_BLOCK(...)                                                                       \
   const fpcu::BlockTeam team{};                                                                    \
   __VA_ARGS__
-#define FPCU_ROWS_WARP(call)                                                                       \
-  const fpcu::WarpTeam team{};                                                                     \
-  call
+/* the warp builds: one instantiation per team width of FP_ROWS_WARP_LANES_LOG2
+ * (a width known at compile time: the same registers as a warp per row) */
+#define FPCU_ROWS_WARP(n, call)                                                                    \
+  switch (FP_ROWS_WARP_LANES_LOG2(n)) {                                                            \
+  case 2: {                                                                                        \
+    const fpcu::WarpTeam<2> team{};                                                                \
+    call;                                                                                          \
+  } break;                                                                                         \
+  case 4: {                                                                                        \
+    const fpcu::WarpTeam<4> team{};                                                                \
+    call;                                                                                          \
+  } break;                                                                                         \
+  default: {                                                                                       \
+    const fpcu::WarpTeam<5> team{};                                                                \
+    call;                                                                                          \
+  } break;                                                                                         \
+  }
 #ifdef FPCU_HAVE_CLUSTERS
 #define FPCU_ROWS_CLUSTER(call)                                                                    \
   const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();            \

@@ -52,7 +52,8 @@ __device__ __forceinline__ long long tail_col(const RowSplit &s, int t) {
  * (every thread of every team of the row gets the same value), and one
  * thread of the row, leader(), writes per-row results. Three kinds:
  *   BlockTeam    the block holds the whole row (ROWS convention);
- *   WarpTeam     each warp holds a whole row: short rows, several per block;
+ *   WarpTeam     4, 16 or 32 lanes of a warp hold a whole row: short
+ *                rows, several per warp or block;
  *   ClusterTeam  the C blocks of a thread-block cluster (sm_90) each hold a
  *                contiguous C-th of the row and exchange their partial
  *                results through distributed shared memory: a long row is
@@ -80,16 +81,22 @@ struct BlockTeam {
   }
 };
 
-struct WarpTeam {
+/* 2^LG lanes (LG 2, 4 or 5: FP_ROWS_WARP_LANES_LOG2 of the row length,
+ * cuda_plan.h, the rule the planner sizes the grid by). The width is a
+ * template argument: with a width known only at run time, ptxas spilled
+ * the warp builds under their register caps (16-44 bytes each), and rows of
+ * 97-128 floats took 10-25% longer. */
+template <int LG> struct WarpTeam {
   static constexpr bool kWholeRow = true;
-  __device__ __forceinline__ int rank() const { return threadIdx.x & 31; }
-  __device__ __forceinline__ int size() const { return 32; }
-  __device__ __forceinline__ bool leader() const { return (threadIdx.x & 31) == 0; }
+  static constexpr int kLanes = 1 << LG;
+  __device__ __forceinline__ int rank() const { return threadIdx.x & (kLanes - 1); }
+  __device__ __forceinline__ int size() const { return kLanes; }
+  __device__ __forceinline__ bool leader() const { return rank() == 0; }
   __device__ __forceinline__ long long first_row() const {
-    return (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    return (long long)blockIdx.x * (blockDim.x >> LG) + (threadIdx.x >> LG);
   }
   __device__ __forceinline__ long long row_step() const {
-    return (long long)gridDim.x * (blockDim.x >> 5);
+    return (long long)gridDim.x * (blockDim.x >> LG);
   }
   __device__ __forceinline__ RowPart part(const RowSplit &s) const {
     RowPart p = {s, 0, s.nvec};
@@ -97,7 +104,7 @@ struct WarpTeam {
   }
   template <class T, class Combine>
   __device__ __forceinline__ T allreduce(T v, T, Combine combine) const {
-    return warp_allreduce(v, combine);
+    return lanes_allreduce<LG>(v, combine);
   }
 };
 
@@ -501,6 +508,118 @@ __device__ __forceinline__ void part_stream(const Team &t, const RowPart &p, Sca
     scalar(tail_col(p.s, t.rank()));
 }
 
+/* ---- the cluster build's cache in shared memory --------------------------------
+ * A cluster's blocks hold at most 4 float4 per thread in registers (C * 4096
+ * float4 in blocks of 1024 threads: 131072 floats at C = 8, 262144 at 16).
+ * For a longer row, or for a cluster narrower than that where it fills the
+ * GPU in one wave and a wider one would not, the cluster build keeps its
+ * part in dynamic shared memory instead (up to 227 KiB a block on an H100:
+ * 58112 floats, 464896 per cluster of 8): the same row functions, written
+ * over RowCache, on a RowCache<kSmemCache> whose slot k of thread t lies at
+ * region[k * size() + t] of the row array's region. The backend gives the
+ * launch that memory (fp_cuda_cluster_smem_bytes in cuda_plan.h); the part
+ * is copied in with cp.async (each thread its own slots, so the wait alone
+ * orders them; a row's copy overwrites only the thread's own slots of the
+ * row before) and never read from global memory again. */
+constexpr int kSmemCache = 0;
+
+template <> struct RowCache<kSmemCache> {
+  float4 *v; /* this thread's slot 0; slot k at v[k * size()] */
+  int slots; /* slots per thread: ceil(part's vectors / size()) */
+  float head, tail;
+};
+
+/* Slots of one row array per thread, times the team's size: the float4 a
+ * block's region of shared memory holds. */
+template <class Team>
+__device__ __forceinline__ long long smem_cache_vectors(const Team &t, const RowPart &p) {
+  return (p.nv + t.size() - 1) / t.size() * t.size();
+}
+
+/* Loads the part into the region (its first slot: `region`, a row array's
+ * region of dynamic shared memory, cache_slots below). vec: as for the
+ * register cache; a misaligned row is copied through registers. */
+template <class Team>
+__device__ __forceinline__ void cache_load(const Team &t, RowCache<kSmemCache> &c, const float *row,
+                                           const RowPart &p, bool vec, const float4 *region) {
+  c.v = const_cast<float4 *>(region) + t.rank();
+  c.slots = (int)((p.nv + t.size() - 1) / t.size());
+  c.head = has_head_elem(t, p) ? __ldg(row + t.rank()) : 0.0f;
+  const float *body = row + p.s.head;
+  for (int k = 0; k < c.slots; ++k) {
+    if (!slot_valid(t, p, k))
+      break;
+    const float *src = body + 4 * slot_vector(t, p, k);
+    if (vec)
+      cp_async16(c.v + k * t.size(), src);
+    else
+      c.v[k * t.size()] = ldg4_any(src, false);
+  }
+  cp_async_commit();
+  cp_async_wait_all();
+  c.tail = has_tail_elem(t, p) ? __ldg(row + tail_col(p.s, t.rank())) : 0.0f;
+}
+
+/* f(k, float4 &) on each vector slot k the part has, in registers or in
+ * shared memory. */
+template <int K, class Team, class F>
+__device__ __forceinline__ void cache_for_each_vector(const Team &t, RowCache<K> &c,
+                                                      const RowPart &p, F f) {
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (slot_valid(t, p, k))
+      f(k, c.v[k]);
+}
+template <class Team, class F>
+__device__ __forceinline__ void cache_for_each_vector(const Team &t, RowCache<kSmemCache> &c,
+                                                      const RowPart &p, F f) {
+  for (int k = 0; k < c.slots && slot_valid(t, p, k); ++k)
+    f(k, c.v[k * t.size()]);
+}
+
+template <class Team, class F>
+__device__ __forceinline__ void cache_for_each(const Team &t, RowCache<kSmemCache> &c,
+                                               const RowPart &p, F f) {
+  if (has_head_elem(t, p))
+    f(c.head);
+  cache_for_each_vector(t, c, p, [&](int, float4 &v) {
+    f(v.x);
+    f(v.y);
+    f(v.z);
+    f(v.w);
+  });
+  if (has_tail_elem(t, p))
+    f(c.tail);
+}
+
+template <class Team, class F>
+__device__ __forceinline__ void cache_for_each2(const Team &t, RowCache<kSmemCache> &a,
+                                                RowCache<kSmemCache> &b, const RowPart &p, F f) {
+  if (has_head_elem(t, p))
+    f(a.head, b.head);
+  cache_for_each_vector(t, a, p, [&](int k, float4 &v) {
+    float4 &w = b.v[k * t.size()];
+    f(v.x, w.x);
+    f(v.y, w.y);
+    f(v.z, w.z);
+    f(v.w, w.w);
+  });
+  if (has_tail_elem(t, p))
+    f(a.tail, b.tail);
+}
+
+template <class Team>
+__device__ __forceinline__ void cache_store(const Team &t, RowCache<kSmemCache> &c, float *out_row,
+                                            const RowPart &p, bool vec) {
+  if (has_head_elem(t, p))
+    out_row[t.rank()] = c.head;
+  float *body = out_row + p.s.head;
+  cache_for_each_vector(
+      t, c, p, [&](int k, float4 &v) { st4_any(body + 4 * slot_vector(t, p, k), v, vec); });
+  if (has_tail_elem(t, p))
+    out_row[tail_col(p.s, t.rank())] = c.tail;
+}
+
 /* Calls body(std::integral_constant<int, K>()) with the smallest K in
  * {1, 2, 4, 8} (K <= kMaxK) whose cache holds nv vectors per thread of a
  * team of `size`; false when none does (the caller streams the row
@@ -531,6 +650,43 @@ __device__ __forceinline__ bool dispatch_cached(long long nv, int size, Body &&b
     }
   }
   return false;
+}
+
+/* dispatch_cached over the team's part, and where no register cache holds
+ * it, for a cluster team, the shared-memory cache (K = kSmemCache) when the
+ * launch's dynamic shared memory holds kArrays row arrays of the part (the
+ * planner gave it that, fp_cuda_cluster_smem_bytes); false otherwise. The
+ * blocks of a cluster may take different caches (the last one's part can be
+ * shorter): each makes the same team reductions either way. */
+template <int kMaxK, int kArrays, class Team, class Body>
+__device__ __forceinline__ bool dispatch_team_cache(const Team &t, const RowPart &p, Body &&body) {
+  if (dispatch_cached<kMaxK>(p.nv, t.size(), body))
+    return true;
+  if constexpr (!Team::kWholeRow) {
+    if (kArrays * smem_cache_vectors(t, p) * 16 <= (long long)dynamic_smem_bytes()) {
+      /* Inlined, its loops make ptxas spill a few words in the cluster
+       * builds of softmax_backward and norm_chain (44 and 12 bytes of
+       * loads); a __noinline__ call instead took every cluster launch
+       * 1.4-2.5x longer on an H200 (the captured row state then lives in
+       * local memory), so it stays inline. */
+      body(std::integral_constant<int, kSmemCache>());
+      return true;
+    }
+  }
+  return false;
+}
+
+/* What a row function's cache of depth K is given for row array a: the
+ * stage's slots for a register cache (nullptr where it does not stage), the
+ * array's region of dynamic shared memory for the shared-memory cache. */
+template <int K, class Stage, class Team>
+__device__ __forceinline__ const float4 *cache_slots(std::integral_constant<int, K>,
+                                                     const Stage &stage, const Team &t,
+                                                     const RowPart &p, int a) {
+  if constexpr (K == kSmemCache)
+    return dynamic_smem_f4() + a * smem_cache_vectors(t, p);
+  else
+    return stage.slots(a);
 }
 
 #endif

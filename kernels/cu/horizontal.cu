@@ -118,7 +118,8 @@ __device__ __forceinline__ void hreduce_reduce_rows(const Team &team, float *sum
 
 /* Three builds each: a block per row (the registered one), a warp per row
  * for rows of up to 1024 floats (8 rows per block: a block of 32 threads
- * per short row would be capped at 32 blocks, 1024 threads, per SM), and a
+ * per short row would be capped at 32 blocks, 1024 threads, per SM; rows
+ * of up to 16 or 64 floats on 4 or 16 of its lanes, FP_ROWS_WARP_LANES_LOG2), and a
  * cluster of blocks per row on sm_90 (a few long rows spread over the GPU).
  * Nothing is cached, so any row length suits every build. */
 
@@ -128,7 +129,7 @@ __device__ __forceinline__ void hreduce_reduce_rows(const Team &team, float *sum
     FPCU_ROWS_BLOCK(ROWS_FN(team, sum, out2, a, M, N));                                            \
   }                                                                                                \
   static __global__ void __maxnreg__(REGS) NAME##_warp FPCU_HREDUCE_PARAMS {                       \
-    FPCU_ROWS_WARP(ROWS_FN(team, sum, out2, a, M, N));                                             \
+    FPCU_ROWS_WARP(N, ROWS_FN(team, sum, out2, a, M, N));                                          \
   }                                                                                                \
   static __global__ void __maxnreg__(REGS) NAME##_cluster FPCU_HREDUCE_PARAMS {                    \
     FPCU_ROWS_CLUSTER(ROWS_FN(team, sum, out2, a, M, N));                                          \

@@ -365,8 +365,8 @@ __device__ __forceinline__ void map_rows(const Team &team, float *out, const flo
         float *out_row = out + row * N;
         const RowPart p = team.part(row_split(x_row, N));
         const bool out_vec = aligned16(out_row + p.s.head);
-        if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
-              cached(kc, out_row, x_row, p, out_vec, stage.slots(0), next);
+        if (!dispatch_team_cache<kMaxK, 1>(team, p, [&](auto kc) {
+              cached(kc, out_row, x_row, p, out_vec, cache_slots(kc, stage, team, p, 0), next);
             }))
           stream_row(
               team, [&]() { streamed(out_row, x_row, p.s, out_vec); }, next);
@@ -426,10 +426,10 @@ __device__ __forceinline__ void softmax_backward_rows(const Team &team, float *g
         const RowPart p = team.part(row_split(y_row, N));
         const bool g_vec = aligned16(g_row + p.s.head);
         const bool out_vec = aligned16(gin_row + p.s.head);
-        if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
-              softmax_backward_row_cached<decltype(kc)::value>(team, gin_row, g_row, y_row, p,
-                                                               g_vec, out_vec, stage.slots(0),
-                                                               stage.slots(1), next);
+        if (!dispatch_team_cache<kMaxK, 2>(team, p, [&](auto kc) {
+              softmax_backward_row_cached<decltype(kc)::value>(
+                  team, gin_row, g_row, y_row, p, g_vec, out_vec,
+                  cache_slots(kc, stage, team, p, 0), cache_slots(kc, stage, team, p, 1), next);
             }))
           stream_row(
               team,
@@ -459,9 +459,9 @@ layernorm_rows(const Team &team, float *out, float *mean, float *rstd, const flo
         r.wb_vec = aligned16(w + r.s.head) && aligned16(b + r.s.head);
         r.x_keep = M <= kLayerNormKeepFloats / N;
         const RowPart p = team.part(r.s);
-        if (!dispatch_cached<kMaxK>(p.nv, team.size(), [&](auto kc) {
+        if (!dispatch_team_cache<kMaxK, 1>(team, p, [&](auto kc) {
               layernorm_row_cached<decltype(kc)::value>(team, r, p, eps, mean + row, rstd + row,
-                                                        stage.slots(0), next);
+                                                        cache_slots(kc, stage, team, p, 0), next);
             }))
           stream_row(
               team,
@@ -500,8 +500,10 @@ __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, co
  *               L2; double_softmax's also stages the next row in shared
  *               memory where an SM holds at most two of its blocks (a
  *               persistent grid: RowStage in device_rows.cuh, kStage* below);
- *   warp_short  a warp per row, 8 rows per 256-thread block, <= 2 vectors
- *               per lane (rows <= 256 floats), 40 to 56 registers;
+ *   warp_short  a warp per row (4 or 16 lanes of it for rows of up to 16
+ *               or 64 floats: FP_ROWS_WARP_LANES_LOG2), 8 to 64
+ *               rows per 256-thread block, <= 2 vectors per lane (rows
+ *               <= 256 floats), 40 to 56 registers;
  *               (A warp build of 4 vectors per lane, rows <= 512, was
  *               measured on an H100 no faster than a block per row from
  *               N = 257 on, and removed.)
@@ -530,7 +532,7 @@ __device__ __forceinline__ void norm_chain_rows(const Team &team, float *out, co
     FPCU_ROWS_BLOCK(ROWS_FN<LONG_K> ARGS);                                                         \
   }                                                                                                \
   static __global__ void __maxnreg__(REGS_WARP_SHORT) NAME##_warp_short PARAMS {                   \
-    FPCU_ROWS_WARP(ROWS_FN<2> ARGS);                                                               \
+    FPCU_ROWS_WARP(N, ROWS_FN<2> ARGS);                                                            \
   }                                                                                                \
   static __global__ void __maxnreg__(64) NAME##_cluster PARAMS {                                   \
     FPCU_ROWS_CLUSTER(ROWS_FN<4> ARGS);                                                            \
@@ -608,30 +610,46 @@ constexpr int kStreamSmemMinN = 32769;
  * wherever they staged (little work between a row's load and store, and
  * a persistent grid of one wave against the hardware's block scheduling),
  * and the stage code alone cost layernorm and norm_chain registers. */
-#define FPCU_ROW_BUILDS(kernel, arg_m, arg_n, long_k, stage_rows, smem_min_n)                      \
-  with_stream_build(rows_tuning(reinterpret_cast<const void *>(&kernel##_long_rows),               \
-                                reinterpret_cast<const void *>(&kernel##_warp_short), nullptr,     \
-                                reinterpret_cast<const void *>(&kernel##_cluster), arg_m, arg_n,   \
-                                2, 0, 4, long_k, 0, stage_rows),                                   \
-                    reinterpret_cast<const void *>(&kernel##_stream), smem_min_n)
+#define FPCU_ROW_BUILDS(kernel, arg_m, arg_n, long_k, stage_rows, smem_min_n, cluster_arrays,      \
+                        cluster_min_n)                                                             \
+  with_cluster_smem(                                                                               \
+      with_stream_build(rows_tuning(reinterpret_cast<const void *>(&kernel##_long_rows),           \
+                                    reinterpret_cast<const void *>(&kernel##_warp_short), nullptr, \
+                                    reinterpret_cast<const void *>(&kernel##_cluster), arg_m,      \
+                                    arg_n, 2, 0, 4, long_k, 0, stage_rows),                        \
+                        reinterpret_cast<const void *>(&kernel##_stream), smem_min_n),             \
+      cluster_arrays, cluster_min_n)
+
+/* Every cluster build keeps the row arrays its row function caches (two
+ * for softmax_backward: y and g) in shared memory where its registers
+ * cannot hold a block's share (RowCache<kSmemCache>, device_rows.cuh), for
+ * fewer rows than SMs longer than min_n floats (cuda_plan.c has the
+ * measurements): 65536 for layernorm, whose streamed rows cost the most,
+ * 131072 for the others (what a cluster of 8 holds in registers). */
+constexpr int kClusterSmemMinN = 131072, kClusterSmemMinNLayerNorm = 65536;
+static fp_cuda_tuning with_cluster_smem(fp_cuda_tuning t, int arrays, int min_n) {
+  t.offer.cluster_smem_arrays = arrays;
+  t.offer.cluster_smem_min_n = min_n;
+  return t;
+}
 
 extern "C" void fp_cuda_register_tuning_reduce(fp_cuda_tuning table[FPK_COUNT]) {
   table[FPK_softmax_fused] =
-      FPCU_ROW_BUILDS(softmax_fused, 2, 3, 8, kStageSoftmax, kStreamSmemMinN);
-  table[FPK_double_softmax_fused] =
-      FPCU_ROW_BUILDS(double_softmax_fused, 2, 3, 4, kStageDoubleSoftmax, kStreamSmemMinN);
+      FPCU_ROW_BUILDS(softmax_fused, 2, 3, 8, kStageSoftmax, kStreamSmemMinN, 1, kClusterSmemMinN);
+  table[FPK_double_softmax_fused] = FPCU_ROW_BUILDS(
+      double_softmax_fused, 2, 3, 4, kStageDoubleSoftmax, kStreamSmemMinN, 1, kClusterSmemMinN);
   /* ... and for double_softmax from 12289 floats (cuda_plan.c) */
   table[FPK_double_softmax_fused].offer.stream_half_long_min_n = 12289;
-  table[FPK_softmax_backward_fused] =
-      FPCU_ROW_BUILDS(softmax_backward_fused, 3, 4, 4, kStageSoftmaxBackward, 0);
+  table[FPK_softmax_backward_fused] = FPCU_ROW_BUILDS(
+      softmax_backward_fused, 3, 4, 4, kStageSoftmaxBackward, 0, 2, kClusterSmemMinN);
   /* two input rows: a cluster reads them once where a block would stream
    * both twice (cuda_plan.c) */
   table[FPK_softmax_backward_fused].offer.cluster_many_rows = true;
-  table[FPK_layernorm_fused] =
-      FPCU_ROW_BUILDS(layernorm_fused, 6, 7, 4, kStageLayerNorm, kStreamSmemMinN);
+  table[FPK_layernorm_fused] = FPCU_ROW_BUILDS(layernorm_fused, 6, 7, 4, kStageLayerNorm,
+                                               kStreamSmemMinN, 1, kClusterSmemMinNLayerNorm);
   /* many rows of 8193..16384 floats: the streaming build in blocks of 512
    * rather than the long-row build in blocks of 1024 (cuda_plan.c) */
   table[FPK_layernorm_fused].offer.stream_half_long_min_n = 8193;
-  table[FPK_norm_chain_fused] =
-      FPCU_ROW_BUILDS(norm_chain_fused, 2, 3, 8, kStageNormChain, kStreamSmemMinN);
+  table[FPK_norm_chain_fused] = FPCU_ROW_BUILDS(norm_chain_fused, 2, 3, 8, kStageNormChain,
+                                                kStreamSmemMinN, 1, kClusterSmemMinN);
 }

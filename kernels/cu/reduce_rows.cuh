@@ -218,7 +218,9 @@ softmax_backward_row_cached(const Team &team, float *gin_row, const float *g_row
                             Hook &&after_first_reduce) {
   RowCache<K> y, g;
   cache_load(team, y, y_row, p, true, y_staged);
-  cache_load(team, g, g_row, p, g_vec, g_vec ? g_staged : nullptr);
+  /* a misaligned g is not staged; the shared-memory cache's region is
+   * given either way */
+  cache_load(team, g, g_row, p, g_vec, g_vec || K == kSmemCache ? g_staged : nullptr);
   float dot = 0.0f;
   cache_for_each2(team, y, g, p, [&](float &yv, float &gv) { dot += gv * yv; });
   dot = team.allreduce(dot, 0.0f, SumOp());
@@ -310,19 +312,15 @@ __device__ __forceinline__ void layernorm_row_cached(const Team &team, const Lay
   const int t = team.rank();
   if (has_head_elem(team, p))
     r.out_row[t] = layernorm_value(c.head, rstd, __ldg(r.w + t), __ldg(r.b + t));
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    if (slot_valid(team, p, k)) {
-      const long long j = r.s.head + 4 * slot_vector(team, p, k);
-      const float4 w4 = ldg4_any(r.w + j, r.wb_vec), b4 = ldg4_any(r.b + j, r.wb_vec);
-      const float4 d = c.v[k];
-      st4_any(r.out_row + j,
-              make_float4(
-                  layernorm_value(d.x, rstd, w4.x, b4.x), layernorm_value(d.y, rstd, w4.y, b4.y),
-                  layernorm_value(d.z, rstd, w4.z, b4.z), layernorm_value(d.w, rstd, w4.w, b4.w)),
-              r.out_vec);
-    }
-  }
+  cache_for_each_vector(team, c, p, [&](int k, const float4 &d) {
+    const long long j = r.s.head + 4 * slot_vector(team, p, k);
+    const float4 w4 = ldg4_any(r.w + j, r.wb_vec), b4 = ldg4_any(r.b + j, r.wb_vec);
+    st4_any(
+        r.out_row + j,
+        make_float4(layernorm_value(d.x, rstd, w4.x, b4.x), layernorm_value(d.y, rstd, w4.y, b4.y),
+                    layernorm_value(d.z, rstd, w4.z, b4.z), layernorm_value(d.w, rstd, w4.w, b4.w)),
+        r.out_vec);
+  });
   if (has_tail_elem(team, p)) {
     const long long j = tail_col(r.s, t);
     r.out_row[j] = layernorm_value(c.tail, rstd, __ldg(r.w + j), __ldg(r.b + j));

@@ -53,10 +53,13 @@ void syncthreads() { my_block->bar.arrive_and_wait(); }
 
 int lane() { return (int)(thread_idx.x & 31u); }
 
-unsigned shuffle(unsigned value, int src_lane) {
+unsigned shuffle(unsigned value, int src_lane, unsigned mask) {
+  if (((mask >> lane()) & 1u) == 0 || src_lane < 0 || src_lane > 31 ||
+      ((mask >> src_lane) & 1u) == 0)
+    trap();
   my_warp->slot[lane()] = value;
   my_warp->bar.arrive_and_wait();
-  const unsigned r = my_warp->slot[src_lane & 31];
+  const unsigned r = my_warp->slot[src_lane];
   my_warp->bar.arrive_and_wait(); /* nobody overwrites a slot still being read */
   return r;
 }

@@ -52,7 +52,12 @@ namespace fpemu {
 extern thread_local uint3 thread_idx, block_idx, block_dim, grid_dim;
 
 void syncthreads();
-unsigned shuffle(unsigned value, int src_lane);
+/* A shuffle among the lanes of `mask`; traps unless this lane and src_lane
+ * are in it (a mask that leaves out a lane of the team would be undefined on
+ * the GPU). All live lanes of the warp meet at each shuffle's barriers,
+ * whatever their masks: each lane reads only its team's slots, which its
+ * team wrote in the same phase. */
+unsigned shuffle(unsigned value, int src_lane, unsigned mask);
 int lane();
 void *block_shared(size_t bytes);
 /* The block's dynamic shared memory (extern __shared__) and its size, as
@@ -86,14 +91,16 @@ bool launch(unsigned grid, unsigned block, unsigned cluster, const std::function
 inline void __syncthreads() { fpemu::syncthreads(); }
 inline void __trap() { fpemu::trap(); }
 
-inline unsigned __shfl_sync(unsigned, unsigned v, int src) { return fpemu::shuffle(v, src); }
-inline unsigned __shfl_xor_sync(unsigned, unsigned v, int mask) {
-  return fpemu::shuffle(v, fpemu::lane() ^ mask);
+inline unsigned __shfl_sync(unsigned lanes, unsigned v, int src) {
+  return fpemu::shuffle(v, src, lanes);
 }
-inline float __shfl_xor_sync(unsigned, float v, int mask) {
+inline unsigned __shfl_xor_sync(unsigned lanes, unsigned v, int mask) {
+  return fpemu::shuffle(v, fpemu::lane() ^ mask, lanes);
+}
+inline float __shfl_xor_sync(unsigned lanes, float v, int mask) {
   unsigned w;
   std::memcpy(&w, &v, 4);
-  w = fpemu::shuffle(w, fpemu::lane() ^ mask);
+  w = fpemu::shuffle(w, fpemu::lane() ^ mask, lanes);
   std::memcpy(&v, &w, 4);
   return v;
 }

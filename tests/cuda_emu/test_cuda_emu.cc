@@ -75,16 +75,19 @@ struct Case {
   unsigned grid, block, cluster;
   bool misaligned;
   size_t stage_bytes = 0;
-  bool stages = false; /* the kernel's offer says its long-row build stages */
+  bool stages = false;     /* the kernel's offer says its long-row build stages */
+  bool smem_cache = false; /* a cluster build given shared memory for shares
+                              its registers cannot hold (RowCache<kSmemCache>) */
 };
 
 std::string describe(const char *kernel, const Case &c) {
   char s[240];
   std::snprintf(s, sizeof s, "%s build %d, %lldx%lld, grid %u block %u cluster %u%s%s", kernel,
                 c.build, c.M, c.N, c.grid, c.block, c.cluster, c.misaligned ? ", misaligned" : "",
-                c.stage_bytes == 0          ? ""
-                : c.build == FP_ROWS_STREAM ? ", rows in shared memory"
-                                            : ", staged");
+                c.stage_bytes == 0           ? ""
+                : c.build == FP_ROWS_STREAM  ? ", rows in shared memory"
+                : c.build == FP_ROWS_CLUSTER ? ", shares in shared memory"
+                                             : ", staged");
   return s;
 }
 
@@ -129,7 +132,10 @@ bool run(const Case &c, const std::function<void()> &kernel) {
   const unsigned long long before = fpemu::async_copies();
   const bool ok = fpemu::launch(c.grid, c.block, c.cluster, kernel, c.stage_bytes);
   const unsigned long long copies = fpemu::async_copies() - before;
-  if (c.stages ? copies < (unsigned long long)(c.M * (c.N / 4 - 1)) : copies != 0)
+  /* a cluster's shares in shared memory: copied in, a vector at a time */
+  if (c.smem_cache ? copies == 0
+      : c.stages   ? copies < (unsigned long long)(c.M * (c.N / 4 - 1))
+                   : copies != 0)
     fail_msg("%lldx%lld: %llu vectors staged with %zu bytes of stage", c.M, c.N, copies,
              c.stage_bytes);
   return ok;
@@ -173,6 +179,16 @@ std::vector<Case> cases(bool caches_row, int warp_short_n, int warp_n,
     if (warp_n > 0)
       for (long long N : {1LL, 5LL, 257LL, (long long)warp_n})
         v.push_back({FP_ROWS_WARP, 19, N, 2, 256, 1, mis});
+    /* teams of 4 and 16 lanes (FP_ROWS_WARP_LANES_LOG2) on each side of
+     * their limits, 150 rows on 16 or 4 teams: each team takes 9 to 38
+     * rows, and the teams of a warp different numbers of them (the last
+     * rows leave some of its lanes out of the loop) */
+    for (long long N : {7LL, 16LL, 17LL, 59LL, 64LL}) {
+      if (warp_short_n > 0)
+        v.push_back({FP_ROWS_WARP_SHORT, 150, N, 1, 64, 1, mis});
+      if (warp_n > 0)
+        v.push_back({FP_ROWS_WARP, 150, N, 1, 64, 1, mis});
+    }
     /* block: 2 float4 per thread cached, more streamed (509: about one
      * round of two float4 per thread, the streaming builds' blocks of N/8
      * threads) */
@@ -221,6 +237,19 @@ std::vector<Case> cases(bool caches_row, int warp_short_n, int warp_n,
       for (long long N : {3LL, 1001LL, fit})
         v.push_back({FP_ROWS_CLUSTER, 5, N, 2 * C, 64, C, mis});
     }
+    /* shares longer than the register cache (4 float4 per thread): kept in
+     * shared memory, room for two row arrays (softmax_backward's y and g)
+     * of ceil(share / 64) slots per thread; just past the cache, with a
+     * last block of a single vector, and several slots per thread */
+    if (caches_row)
+      for (unsigned C : {2u, 4u})
+        for (long long N : {4LL * 4 * 64 * C + 5, 4LL * 4 * 64 * C * 3 + 4 * (long long)C + 1}) {
+          const long long share = ((N + 3) / 4 + C - 1) / C;
+          Case c = {FP_ROWS_CLUSTER, 5, N, 2 * C, 64, C, mis};
+          c.stage_bytes = (size_t)(2 * ((share + 63) / 64) * 64 * 16);
+          c.smem_cache = true;
+          v.push_back(c);
+        }
     /* the non-portable cluster of 16: one case, its 1024 emulated threads
      * a cluster being costly under ThreadSanitizer (make test-race) */
     if (!mis)
