@@ -233,7 +233,7 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
      * row that keeps the row in its blocks' shared memory, read once.
      * Measured on an H200 (2026-11-28, two alternating rounds,
      * FUSEPORT_CUDA_CLUSTER_SMEM=0 against 1,
-     * docs/results/2026-11-28-h200-every-shape-cluster-smem/ab/): the five
+     * docs/results/2026-11-28-h200-every-shape-5cf9836/ab/): the five
      * row kernels 2.5-6.1x faster at 1 to 9 rows of 262147-400001 floats
      * (layernorm 3 x 262147 84.0 -> 14.8 us, softmax 1 x 300007 59.1 ->
      * 14.4), 1.00-1.64x at 39 and 40 rows of 262147; at 54 x 100003,
