@@ -187,6 +187,19 @@ static fp_status choose_device(fp_context *ctx, const fp_context_options *opts, 
                       list);
 }
 
+/* A timing knob that is 1 (the default, also when unset or empty) or 0. */
+static fp_status env_switch(fp_context *ctx, const char *name, bool *value) {
+  const char *v = getenv(name);
+  *value = true;
+  if (v == NULL || *v == '\0')
+    return FP_OK;
+  if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT, "%s='%s': expected 1 (the default) or 0",
+                        name, v);
+  *value = v[0] == '1';
+  return FP_OK;
+}
+
 static void fill_device_info(fp_device_info *info, const struct cudaDeviceProp *prop,
                              int driver_version, int runtime_version) {
   fp_copy_string(info->name, sizeof info->name, prop->name);
@@ -255,15 +268,10 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
   }
   /* A timing knob: 0 turns off the long-row builds' staging of the next row
    * (cuda_plan.h), 1 or unset keeps it. */
-  const char *stage = getenv("FUSEPORT_CUDA_ROW_STAGE");
-  s->row_stage = true;
-  if (stage != NULL && *stage != '\0') {
-    if (strcmp(stage, "0") != 0 && strcmp(stage, "1") != 0) {
-      free(s);
-      return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
-                          "FUSEPORT_CUDA_ROW_STAGE='%s': expected 1 (the default) or 0", stage);
-    }
-    s->row_stage = stage[0] == '1';
+  fp_status knob_row_stage = env_switch(ctx, "FUSEPORT_CUDA_ROW_STAGE", &s->row_stage);
+  if (knob_row_stage != FP_OK) {
+    free(s);
+    return knob_row_stage;
   }
   /* A timing knob: 0 turns off the streaming builds' rows in shared memory
    * (cuda_plan.h), 1 or unset keeps them where they were measured faster,
@@ -284,16 +292,10 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
   }
   /* A timing knob: 0 keeps the cluster builds to rows their registers
    * hold (cuda_plan.h, fp_cuda_cluster_smem_bytes). */
-  const char *cluster_smem = getenv("FUSEPORT_CUDA_CLUSTER_SMEM");
-  s->cluster_smem = true;
-  if (cluster_smem != NULL && *cluster_smem != '\0') {
-    if (strcmp(cluster_smem, "0") != 0 && strcmp(cluster_smem, "1") != 0) {
-      free(s);
-      return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
-                          "FUSEPORT_CUDA_CLUSTER_SMEM='%s': expected 1 (the default) or 0",
-                          cluster_smem);
-    }
-    s->cluster_smem = cluster_smem[0] == '1';
+  fp_status knob_cluster_smem = env_switch(ctx, "FUSEPORT_CUDA_CLUSTER_SMEM", &s->cluster_smem);
+  if (knob_cluster_smem != FP_OK) {
+    free(s);
+    return knob_cluster_smem;
   }
   /* A timing knob: 8 keeps the ROWS clusters at the portable size. */
   const char *max_cluster = getenv("FUSEPORT_CUDA_MAX_CLUSTER");
