@@ -149,6 +149,30 @@ static void test_split_k(void **state) {
   assert_int_equal(p.ws_bytes, 0);
 }
 
+/* Skinny f16 (M <= 8) whose column tiles fill at most half the SMs splits
+ * K to about one block an SM (1x4096x4096: 64 tiles of 64 columns, split 2
+ * on 132 SMs); M = 16 and GEMMs with enough tiles stay unsplit. */
+static void test_skinny_split(void **state) {
+  (void)state;
+  fp_gemm_request r = req(1, 1, 4096, 4096, FP_EPI_RELU);
+  fp_gemm_plan p = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+  assert_int_equal(p.path, FP_GEMM_PATH_SKINNY);
+  const int64_t tiles = (4096 + p.bn - 1) / p.bn;
+  assert_true(tiles * 2 <= 132);
+  assert_int_equal(p.split_k, 132 / tiles);
+  assert_true(p.ws_bytes > 0);
+  r.trans_b = true;
+  assert_int_equal(must_plan(&r, &h100, FP_GEMM_PATH_AUTO).split_k, 132 / tiles);
+  r = req(1, 8, 4096, 4096, FP_EPI_NONE);
+  assert_int_equal(must_plan(&r, &h100, FP_GEMM_PATH_AUTO).split_k, 132 / tiles);
+  r = req(1, 16, 4096, 4096, FP_EPI_NONE);
+  assert_int_equal(must_plan(&r, &h100, FP_GEMM_PATH_AUTO).split_k, 1);
+  r = req(1, 1, 11008, 4096, FP_EPI_NONE);
+  assert_int_equal(must_plan(&r, &h100, FP_GEMM_PATH_AUTO).split_k, 1);
+  r = req(1, 1, 4096, 128, FP_EPI_NONE); /* too shallow for two k-steps a share */
+  assert_int_equal(must_plan(&r, &h100, FP_GEMM_PATH_AUTO).split_k, 1);
+}
+
 /* The planner is a function: the dry run and the launch agree. */
 static void test_deterministic(void **state) {
   (void)state;
@@ -253,6 +277,7 @@ int main(void) {
       cmocka_unit_test(test_paired_and_b2b),
       cmocka_unit_test(test_paired_rows_match_epilogue),
       cmocka_unit_test(test_split_k),
+      cmocka_unit_test(test_skinny_split),
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_tuning_cache),
       cmocka_unit_test(test_dw_plan),

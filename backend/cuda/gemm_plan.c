@@ -168,6 +168,13 @@ static bool row_fits(const cfg_row *c, const fp_gemm_request *r, const fp_gemm_d
  *    1408 at 3), except where the tiles alone leave most SMs idle (below a
  *    quarter: a split to about half the SMs; 8x1024x8192: 930 GB/s at 4,
  *    750 unsplit);
+ *  - with the cache flushed by writing (the bench's default, and do_bench's),
+ *    M <= 8 and tiles for at most half the SMs: a split to one block an SM
+ *    (H200, 132 SMs, 2026-11-28, 64 tiles of N = 4096: 1x4096x4096 1590 GB/s
+ *    unsplit, 1847 at 2, 1760 at 4; 1x4096x11008 2101 -> 2572 at 2;
+ *    4x4096x4096 1636 -> 1766; 8x4096x4096 1583 -> 1647; 16x4096x4096 1563
+ *    unsplit, 1430 at 2, so M > 8 keeps the rule above; N >= 8192, 128 or
+ *    more tiles: unsplit is fastest, 1x8192x8192 3031 GB/s, 2917 at 2);
  *  - f32 takes the CUDA-core row 0 with split-K to about two blocks an SM
  *    (f16 on that kernel, M = 1: 1x4096x4096 940 GB/s at 1, 1455 at 4;
  *    1x8192x8192 2220 at 2; 1x50257x4096 2773 at 1).
@@ -191,7 +198,9 @@ static bool skinny_choose(const fp_gemm_request *r, const fp_gemm_device *d, boo
   const int64_t tiles = ceil_div(NB, c->bn);
   int64_t s = 1;
   if (c->stages > 1) {
-    if (tiles * 4 < sms)
+    if (r->M <= 8 && tiles * 2 <= sms)
+      s = sms / tiles;
+    else if (tiles * 4 < sms)
       s = sms / (2 * tiles);
   } else {
     s = (2 * sms + tiles / 2) / tiles;
