@@ -358,22 +358,45 @@ static int64_t padded_ld(const fp_gemm_plan *plan, int64_t cols) {
   return (cols + unit - 1) / unit * unit;
 }
 
+/* Whether a GEMM on the sm90 path pads its K-major operands (A, and B with
+ * trans_b) whose rows are 16-byte but not 128-byte aligned (K not a
+ * multiple of 64): TMA then splits every box row into two L2 requests. The
+ * planner's cluster rows (B multicast) hide that where it takes them
+ * (4096x4096x4104, f16, H200, 2026-11-28: 189 us, as fast as 4096^3), but
+ * not where the tile rows are odd or too few: 4104^3 took 332 us, 301 with
+ * A padded (cuBLAS 208). A row-major B alone is better left as it is
+ * (4096x4104x4096: 209 us, 230 with B padded). A padded copy moves its
+ * operand twice at copy speed; with about 200 f16 FLOPs a byte of copy
+ * bandwidth (H100, H200) it pays when M * NB >= 1536 * (M + NB), squares
+ * from 3072 up, and K is deep enough for the main loop to outweigh the
+ * extra launch (3100x3100x200: 52 us as it is, 57 padded; K >= 1024).
+ * FUSEPORT_CUDA_GEMM_PAD128=0 keeps such rows (for timing). */
+static bool pad_rows128(const fp_gemm_plan *plan, int64_t M, int64_t NB, int64_t K) {
+  if (plan->path != FP_GEMM_PATH_SM90 || (plan->flags & FP_GEMM_CFG_CLUSTER2) != 0 || K < 1024)
+    return false;
+  const char *knob = getenv("FUSEPORT_CUDA_GEMM_PAD128");
+  if (knob != NULL && strcmp(knob, "0") == 0)
+    return false;
+  return (double)M * (double)NB >= 1536.0 * (double)(M + NB);
+}
+
 /* Pads A [M, K] and B ([NB, K] or [K, NB]) into workspaces *next_ws,
- * *next_ws+1 where the plan loads 16-byte rows and theirs are not. */
+ * *next_ws+1 where the plan loads 16-byte rows and theirs are not (with
+ * rows128, A and a trans_b B: where theirs are not 128-byte rows). */
 static fp_status pad_operands(fp_recipe *rc, fp_dtype dtype, const fp_gemm_plan *plan, int64_t M,
-                              int64_t NB, int64_t K, bool trans_b, gemm_operands *ops,
+                              int64_t NB, int64_t K, bool trans_b, bool rows128, gemm_operands *ops,
                               int *next_ws) {
   if (!plan->aligned_rows || dtype == FP_F32)
     return FP_OK;
   const uint64_t size = fp_dtype_size(dtype);
-  if (ops->lda % 8 != 0) {
+  if (ops->lda % (rows128 ? 64 : 8) != 0) {
     const int64_t ld = padded_ld(plan, K);
     fp_buffer *w = fp_rc_ws(rc, (*next_ws)++, (uint64_t)(M * ld) * size);
     TRY(fp_prim_pad_rows(rc, dtype, w, ops->a, M, K, ld));
     ops->a = w;
     ops->lda = ld;
   }
-  if (ops->ldb % 8 != 0) {
+  if (ops->ldb % (rows128 && trans_b ? 64 : 8) != 0) {
     const int64_t rows = trans_b ? NB : K, cols = trans_b ? K : NB;
     const int64_t ld = padded_ld(plan, cols);
     fp_buffer *w = fp_rc_ws(rc, (*next_ws)++, (uint64_t)(rows * ld) * size);
@@ -394,10 +417,17 @@ static fp_status launch_gemm(fp_recipe *rc, fp_dtype dtype, fp_buffer *out, fp_b
   gemm_operands ops = {a, b, K, trans_b ? K : NB};
   fp_buffer *ws = NULL;
   if (rc->dev->backend == FP_BACKEND_CUDA) {
-    fp_gemm_request req = {(int)dtype, M, N, K, 0, epi, trans_b, false};
+    fp_gemm_request req = {(int)dtype, M, N, K, 0, epi, trans_b, false, 0, 0};
     fp_gemm_plan plan;
     TRY(cuda_plan(rc, &req, &plan));
-    TRY(pad_operands(rc, dtype, &plan, M, NB, K, trans_b, &ops, next_ws));
+    const int64_t lda = ops.lda, ldb = ops.ldb;
+    TRY(pad_operands(rc, dtype, &plan, M, NB, K, trans_b, pad_rows128(&plan, M, NB, K), &ops,
+                     next_ws));
+    if (ops.lda != lda || ops.ldb != ldb) { /* the launch plans with the padded rows */
+      req.lda = ops.lda;
+      req.ldb = ops.ldb;
+      TRY(cuda_plan(rc, &req, &plan));
+    }
     if (plan.ws_bytes > 0)
       ws = fp_rc_ws_zeroed(rc, (*next_ws)++, plan.ws_bytes);
   }
@@ -438,12 +468,13 @@ static fp_status b2b_fused(fp_recipe *rc, const mm_problem *m) {
   int64_t ldd = m->P;
   fp_buffer *ws = NULL;
   if (rc->dev->backend == FP_BACKEND_CUDA) {
-    fp_gemm_request req = {(int)m->dtype, m->M, m->N, m->K, m->P, FP_EPI_NONE, m->trans_b, true};
+    fp_gemm_request req = {(int)m->dtype, m->M,       m->N, m->K, m->P,
+                           FP_EPI_NONE,   m->trans_b, true, 0,    0};
     fp_gemm_plan plan;
     TRY(cuda_plan(rc, &req, &plan));
     on_chip = plan.b2b_on_chip;
     if (on_chip) {
-      TRY(pad_operands(rc, m->dtype, &plan, m->M, m->N, m->K, m->trans_b, &ops, &next_ws));
+      TRY(pad_operands(rc, m->dtype, &plan, m->M, m->N, m->K, m->trans_b, false, &ops, &next_ws));
       if (plan.aligned_rows && m->dtype != FP_F32 && ldd % 8 != 0) {
         const int64_t ld = padded_ld(&plan, m->P);
         fp_buffer *w = fp_rc_ws(rc, next_ws++, (uint64_t)(m->N * ld) * esize(m));

@@ -453,7 +453,9 @@ int fp_gemm_plan_candidates(const fp_gemm_request *r, const fp_gemm_device *d,
  *    without multicast run at 0.66-0.75 of those with (4096x4104x4096);
  *  - a paired row never runs an unpaired epilogue (nor the reverse). */
 static bool sm90_misaligned(const fp_gemm_request *r, int64_t NB) {
-  return r->K % 64 != 0 || (!r->trans_b && NB % 64 != 0);
+  const int64_t lda = r->lda > 0 ? r->lda : r->K;
+  const int64_t ldb = r->ldb > 0 ? r->ldb : r->trans_b ? r->K : NB;
+  return lda % 64 != 0 || ldb % 64 != 0;
 }
 static double sm90_config_cost(const cfg_row *c, int64_t M, int64_t NB, int64_t K, int sms,
                                int split_k) {

@@ -49,6 +49,10 @@ typedef struct fp_gemm_request {
   int epilogue; /* FP_EPI_* (gemm) */
   bool trans_b;
   bool b2b;
+  /* leading dimensions of A and B in elements as launched (a padded copy's
+   * may be wider); 0: dense (K, and K or NB). The sm90 rules ask whether
+   * rows start 128-byte aligned. */
+  int64_t lda, ldb;
 } fp_gemm_request;
 
 /* The device as the planner sees it (from fp_device_info). */

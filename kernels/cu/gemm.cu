@@ -323,6 +323,8 @@ extern "C" cudaError_t fp_cuda_gemm_launch(fp_kernel_id id, const fp_karg *args,
     req.K = p.K;
     req.epilogue = p.epilogue;
     req.trans_b = p.trans_b != 0;
+    req.lda = p.lda;
+    req.ldb = p.ldb;
     if (!fp_gemm_plan_make(&req, &dev, (fp_gemm_path)env->force_path, &plan, why, sizeof why)) {
       snprintf(msg, msglen, "%s", why);
       return cudaErrorNotSupported;
@@ -381,6 +383,8 @@ extern "C" cudaError_t fp_cuda_gemm_launch(fp_kernel_id id, const fp_karg *args,
   req.K = p.K;
   req.P = p.P;
   req.trans_b = p.trans_b != 0;
+  req.lda = p.lda;
+  req.ldb = p.ldb;
   if (!fp_gemm_plan_make(&req, &dev, (fp_gemm_path)env->force_path, &plan, why, sizeof why)) {
     snprintf(msg, msglen, "%s", why);
     return cudaErrorNotSupported;
