@@ -32,7 +32,7 @@ has shapes [M, N, K] ([M, N, K, P] for matmul_matmul), params
 GEMMs. Both compiled variants use static shapes (one compile, and for
 autotune one max-autotune search, per shape). float32 is true float32 (TF32
 off); PyTorch's other defaults stay and are recorded in meta.torch_settings.
-Each params combination is checked against float64 with ops/matmul.c's
+Each params combination is checked against float64 with ops/matmul_reference.c's
 tolerance; a cell of a failed combination is timed and recorded as "fail".
 
     python3 bench/torch_bench.py --ops matmul --check-only
@@ -368,7 +368,7 @@ def mm_make_inputs(op, shape, p, seed, device, exact):
 
 
 def mm_tolerance(op, shape, dtype):
-    """fuseport's gate for the family (ops/matmul.c): (rtol, atol*max|ref|, abs)."""
+    """fuseport's gate for the family (ops/matmul_reference.c): (rtol, atol*max|ref|, abs)."""
     eps = MM_EPS[dtype]
     atol = 4 * eps + 16 * 2.0 ** -24 * math.sqrt(shape[2])
     if op == "matmul_matmul":

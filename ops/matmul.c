@@ -14,7 +14,9 @@
  *            16-byte aligned (K or the column count not a multiple of 8 in
  *            f16/bf16) is first copied into a padded workspace
  *            (prim_pad_rows, one more launch), where the planner's path
- *            loads with 16-byte copies.
+ *            loads with 16-byte copies; on the sm90 path big GEMMs also pad
+ *            K-major rows that are not whole 128-byte lines (pad_rows128).
+ *            The float64 reference and the tolerance: matmul_reference.c.
  *   unfused  what PyTorch eager runs: the backend's GEMM library (cuBLAS,
  *            CLBlast, the CPU GEMM), then one primitive kernel per epilogue
  *            step, every intermediate in device memory.
@@ -27,39 +29,14 @@
 
 #include "fp_device_common.h"
 #include "gemm_plan.h"
-#include "ops_internal.h"
-
-/* Parameter indices: M, N, K (P), dtype, trans_b (add). */
-enum { MM_M = 0, MM_N, MM_K, MM_DTYPE, MM_TRANS, MM_ADD };
-enum { B2_M = 0, B2_N, B2_K, B2_P, B2_DTYPE, B2_TRANS };
-enum { ADD_BIAS = 0, ADD_FULL = 1 };
+#include "matmul_internal.h"
 
 static const char *const dtype_choices[] = {"f32", "f16", "bf16", NULL};
 static const char *const add_choices[] = {"bias", "full", NULL};
 /* dtype choice index -> fp_dtype */
 static const fp_dtype dtype_of_choice[] = {FP_F32, FP_F16, FP_BF16};
 
-typedef enum mm_kind {
-  KIND_ADD,
-  KIND_RELU,
-  KIND_ADD_RELU,
-  KIND_B2B,
-  KIND_SPLIT_ACT,
-  KIND_GEGLU
-} mm_kind;
-
-/* A problem of the family, decoded. */
-typedef struct mm_problem {
-  mm_kind kind;
-  fp_dtype dtype;
-  int64_t M, N, K, P; /* P: matmul_matmul only */
-  int64_t NB;         /* B's columns: N, or 2N for the paired ops */
-  bool trans_b;
-  bool full_add; /* matmul_add(_relu): add=full */
-  int epi;       /* FP_EPI_* of the fused kernel */
-} mm_problem;
-
-static mm_problem mm_of(const fp_problem *p) {
+mm_problem fp_matmul_problem_of(const fp_problem *p) {
   mm_problem m;
   memset(&m, 0, sizeof m);
   const fp_op *op = p->op;
@@ -109,7 +86,7 @@ static uint64_t esize(const mm_problem *m) { return fp_dtype_size(m->dtype); }
 /* Element counts of every operand fit 64-bit byte counts and the kernels'
  * int64 indices. */
 static fp_status mm_validate(const fp_problem *p) {
-  const mm_problem m = mm_of(p);
+  const mm_problem m = fp_matmul_problem_of(p);
   const double limit = (double)(INT64_MAX / 16);
   const double sizes[] = {(double)m.M * (double)m.K, (double)m.K * (double)m.NB,
                           (double)m.M * (double)m.NB, (double)m.N * (double)m.P,
@@ -125,7 +102,7 @@ static fp_status mm_validate(const fp_problem *p) {
 }
 
 static void mm_describe(const fp_problem *p, fp_io_desc *io) {
-  const mm_problem m = mm_of(p);
+  const mm_problem m = fp_matmul_problem_of(p);
   memset(io, 0, sizeof *io);
   io->n_in = 2;
   io->n_out = 1;
@@ -164,148 +141,7 @@ static void mm_describe(const fp_problem *p, fp_io_desc *io) {
 
 static int64_t mm_rows(const fp_problem *p) { return P_INT(p, MM_M); }
 
-static fp_dtype mm_compute_dtype(const fp_problem *p) { return mm_of(p).dtype; }
-
-/* ---- the float64 reference -------------------------------------------------------------- */
-
-/* A GEMM's reference rereads all of B for every output row; regenerating it
- * from the generator each time would dominate a check. So the last operand
- * materialised (as float: exact for every storage type) is kept, per thread,
- * keyed by what generated it. */
-typedef struct operand_cache {
-  uint64_t seed;
-  uint32_t stream;
-  int64_t elems;
-  fp_dtype dtype;
-  float scale;
-  bool positive;
-  bool from_data;
-  const void *data;
-  float *values;
-} operand_cache;
-
-static _Thread_local operand_cache cache_b, cache_d;
-
-static const float *cached_operand(operand_cache *c, const fp_host_tensor *t) {
-  const fp_tensor_desc *d = t->desc;
-  if (c->values != NULL && c->seed == t->seed && c->stream == t->stream &&
-      c->elems == d->storage_elems && c->dtype == d->dtype && c->scale == d->fill_scale &&
-      c->positive == d->fill_positive && c->from_data == (t->data != NULL) && c->data == t->data)
-    return c->values;
-  free(c->values);
-  c->values = fp_host_storage_f32(t);
-  c->seed = t->seed;
-  c->stream = t->stream;
-  c->elems = d->storage_elems;
-  c->dtype = d->dtype;
-  c->scale = d->fill_scale;
-  c->positive = d->fill_positive;
-  c->from_data = t->data != NULL;
-  c->data = t->data;
-  return c->values;
-}
-
-static double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
-static double gelu_erf_d(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
-
-/* acc[j] = sum_k a_row[k] * B(k, j) over j < NB, in double. */
-static void row_product(const mm_problem *m, const double *a_row, const float *b, double *acc) {
-  for (int64_t j = 0; j < m->NB; ++j)
-    acc[j] = 0.0;
-  for (int64_t k = 0; k < m->K; ++k) {
-    const double av = a_row[k];
-    if (m->trans_b) {
-      for (int64_t j = 0; j < m->NB; ++j)
-        acc[j] += av * (double)b[j * m->K + k];
-    } else {
-      const float *brow = b + k * m->NB;
-      for (int64_t j = 0; j < m->NB; ++j)
-        acc[j] += av * (double)brow[j];
-    }
-  }
-}
-
-static void mm_reference(const fp_problem *p, const fp_host_tensor *in, int64_t r0, int64_t r1,
-                         double *const *out) {
-  const mm_problem m = mm_of(p);
-  const float *b = cached_operand(&cache_b, &in[1]);
-  const float *d = m.kind == KIND_B2B ? cached_operand(&cache_d, &in[2]) : NULL;
-  double *a_row = malloc(sizeof(double) * (size_t)m.K);
-  double *acc = malloc(sizeof(double) * (size_t)m.NB);
-  const int64_t cols = m.kind == KIND_B2B ? m.P : m.N;
-  if (b == NULL || (m.kind == KIND_B2B && d == NULL) || a_row == NULL || acc == NULL) {
-    /* no host memory: NaN everywhere, which fails the check rather than
-     * passing anything */
-    for (int64_t i = 0; i < (r1 - r0) * cols; ++i)
-      out[0][i] = NAN;
-    free(a_row);
-    free(acc);
-    return;
-  }
-  for (int64_t i = r0; i < r1; ++i) {
-    double *o = out[0] + (i - r0) * cols;
-    for (int64_t k = 0; k < m.K; ++k)
-      a_row[k] = fp_host_at2(&in[0], i, k);
-    row_product(&m, a_row, b, acc);
-    switch (m.kind) {
-    case KIND_ADD:
-    case KIND_ADD_RELU:
-    case KIND_RELU:
-      for (int64_t j = 0; j < m.N; ++j) {
-        double v = acc[j];
-        if (m.kind != KIND_RELU)
-          v += m.full_add ? fp_host_at2(&in[2], i, j) : fp_host_at1(&in[2], j);
-        o[j] = m.kind == KIND_ADD ? v : (v > 0.0 || isnan(v) ? v : 0.0);
-      }
-      break;
-    case KIND_SPLIT_ACT:
-      for (int64_t j = 0; j < m.N; ++j)
-        o[j] = sigmoid_d(acc[j]) * tanh(acc[m.N + j]);
-      break;
-    case KIND_GEGLU:
-      for (int64_t j = 0; j < m.N; ++j)
-        o[j] = (acc[j] + fp_host_at1(&in[2], j)) *
-               gelu_erf_d(acc[m.N + j] + fp_host_at1(&in[2], m.N + j));
-      break;
-    case KIND_B2B:
-      for (int64_t q = 0; q < m.P; ++q)
-        o[q] = 0.0;
-      for (int64_t n = 0; n < m.N; ++n) {
-        const float *drow = d + n * m.P;
-        for (int64_t q = 0; q < m.P; ++q)
-          o[q] += acc[n] * (double)drow[q];
-      }
-      break;
-    }
-  }
-  free(a_row);
-  free(acc);
-}
-
-/* The gate: float32 accumulation of K products of O(1) terms errs by about
- * 2^-24 * sqrt(K) of the output's scale (tree or blocked order), and every
- * rounding to the storage type costs up to its unit roundoff eps relative:
- * the fused kernels round once, the unfused chains (split_act: the product,
- * sigmoid, tanh, their product) a few times, and matmul_matmul's second GEMM
- * sums N rounded intermediates. So rtol = 4 eps; against max|ref|, atol =
- * 4 eps + 16 * 2^-24 * sqrt(K) (+ sqrt(N) for matmul_matmul); and since the
- * fill scales keep every operand and intermediate O(1) (fp_sum_scale), an
- * absolute floor of 8 eps covers outputs that cancel (A@B + C near 0 in the
- * unfused chain, whose rounded product errs by eps * |A@B|, not by eps of
- * the tiny result) -- about 10x the typical error, while a wrong element
- * (a lost k-step, a swapped half) costs O(1). */
-static fp_tolerance mm_tolerance(const fp_problem *p, int output) {
-  (void)output;
-  const mm_problem m = mm_of(p);
-  const double eps = m.dtype == FP_F16    ? ldexp(1.0, -11)
-                     : m.dtype == FP_BF16 ? ldexp(1.0, -8)
-                                          : ldexp(1.0, -24);
-  double acc = 16.0 * ldexp(1.0, -24) * sqrt((double)m.K);
-  if (m.kind == KIND_B2B)
-    acc += 16.0 * ldexp(1.0, -24) * sqrt((double)m.N);
-  fp_tolerance t = {4.0 * eps, 4.0 * eps + acc, 8.0 * eps + acc};
-  return t;
-}
+static fp_dtype mm_compute_dtype(const fp_problem *p) { return fp_matmul_problem_of(p).dtype; }
 
 /* ---- the fused variant ---------------------------------------------------------------------- */
 
@@ -517,7 +353,7 @@ static fp_status b2b_fused(fp_recipe *rc, const mm_problem *m) {
 }
 
 static fp_status mm_fused(fp_recipe *rc, const fp_problem *p) {
-  const mm_problem m = mm_of(p);
+  const mm_problem m = fp_matmul_problem_of(p);
   if (m.kind == KIND_B2B)
     return b2b_fused(rc, &m);
   fp_buffer *third = (m.kind == KIND_ADD || m.kind == KIND_ADD_RELU || m.kind == KIND_GEGLU)
@@ -551,7 +387,7 @@ static fp_status library_gemm(fp_recipe *rc, fp_lib_gemm *g, fp_buffer *a, fp_bu
 }
 
 static fp_status mm_unfused(fp_recipe *rc, const fp_problem *p) {
-  const mm_problem m = mm_of(p);
+  const mm_problem m = fp_matmul_problem_of(p);
   const uint64_t size = esize(&m);
   int next_ws = 0;
   fp_buffer *a = fp_rc_in(rc, 0), *b = fp_rc_in(rc, 1);
@@ -613,7 +449,7 @@ static fp_status mm_unfused(fp_recipe *rc, const fp_problem *p) {
  */
 
 static fp_status mm_vendor(fp_recipe *rc, const fp_problem *p) {
-  const mm_problem m = mm_of(p);
+  const mm_problem m = fp_matmul_problem_of(p);
   fp_lib_gemm g = fp_lib_gemm_plain(m.dtype, m.M, m.N, m.K, m.trans_b);
   fp_buffer *c = NULL, *bias = NULL;
   switch (m.kind) {
@@ -737,8 +573,8 @@ const fp_op fp_op_matmul_add = {
     .validate = mm_validate,
     .describe = mm_describe,
     .rows = mm_rows,
-    .reference = mm_reference,
-    .tolerance = mm_tolerance,
+    .reference = fp_matmul_reference,
+    .tolerance = fp_matmul_tolerance,
     MM_VARIANTS(""),
 };
 
@@ -755,8 +591,8 @@ const fp_op fp_op_matmul_relu = {
     .validate = mm_validate,
     .describe = mm_describe,
     .rows = mm_rows,
-    .reference = mm_reference,
-    .tolerance = mm_tolerance,
+    .reference = fp_matmul_reference,
+    .tolerance = fp_matmul_tolerance,
     MM_VARIANTS(""),
 };
 
@@ -773,8 +609,8 @@ const fp_op fp_op_matmul_add_relu = {
     .validate = mm_validate,
     .describe = mm_describe,
     .rows = mm_rows,
-    .reference = mm_reference,
-    .tolerance = mm_tolerance,
+    .reference = fp_matmul_reference,
+    .tolerance = fp_matmul_tolerance,
     MM_VARIANTS(""),
 };
 
@@ -801,8 +637,8 @@ const fp_op fp_op_matmul_matmul = {
     .validate = mm_validate,
     .describe = mm_describe,
     .rows = mm_rows,
-    .reference = mm_reference,
-    .tolerance = mm_tolerance,
+    .reference = fp_matmul_reference,
+    .tolerance = fp_matmul_tolerance,
     MM_VARIANTS("(none: it is two products)"),
 };
 
@@ -820,8 +656,8 @@ const fp_op fp_op_matmul_split_act = {
     .validate = mm_validate,
     .describe = mm_describe,
     .rows = mm_rows,
-    .reference = mm_reference,
-    .tolerance = mm_tolerance,
+    .reference = fp_matmul_reference,
+    .tolerance = fp_matmul_tolerance,
     MM_VARIANTS("(none: it pairs two column blocks)"),
 };
 
@@ -839,7 +675,7 @@ const fp_op fp_op_linear_geglu = {
     .validate = mm_validate,
     .describe = mm_describe,
     .rows = mm_rows,
-    .reference = mm_reference,
-    .tolerance = mm_tolerance,
+    .reference = fp_matmul_reference,
+    .tolerance = fp_matmul_tolerance,
     MM_VARIANTS("(none: it pairs two column blocks)"),
 };
