@@ -254,8 +254,11 @@ static void test_tuning_cache(void **state) {
 }
 
 /* dw_from_packed: the Hopper path where the build has it, else CUDA cores;
- * one wave of blocks, slices of at least 32 k-blocks; the workspace fits
- * the split; FUSEPORT_CUDA_DW_SPLIT forces the split and is checked. */
+ * one wave of blocks; on SM90 up to 16 slices of at least 8 k-blocks that
+ * sum in parallel (a second row of counters in the workspace), elsewhere
+ * slices of at least 32 k-blocks; the workspace fits the split;
+ * FUSEPORT_CUDA_DW_SPLIT forces the split and is checked, and a forced
+ * split past one wave sums in the last block. */
 static void test_dw_plan(void **state) {
   (void)state;
   char why[256];
@@ -264,23 +267,44 @@ static void test_dw_plan(void **state) {
   const bool sm90 = fp_gemm_has_sm90();
   assert_int_equal(p.path, sm90 ? FP_GEMM_PATH_SM90 : FP_GEMM_PATH_SIMT);
   assert_true(p.split_k == 1 || p.tiles * p.split_k <= 132);
-  assert_true(8192 / (p.split_k * p.bk) >= 32 || p.split_k == 1);
-  if (sm90) /* 18 tiles of 256 x 128 leave most SMs idle unsplit */
-    assert_int_equal(p.split_k, 4);
   const uint64_t slices = (uint64_t)p.split_k * (uint64_t)p.tiles * (uint64_t)(p.bm * p.bn) * 4u;
   if (p.split_k > 1)
     assert_true(p.ws_bytes >= slices + (uint64_t)p.tiles * 4u);
   else
     assert_int_equal(p.ws_bytes, 0);
-  if (sm90) { /* 18 tiles of 256 x 128: 7 slices of 100864 */
+  if (sm90) { /* 18 tiles of 256 x 128: 7 slices of 18 k-blocks, summed in parallel */
+    assert_int_equal(p.split_k, 7);
+    assert_true(p.parallel_reduce);
+    assert_true(p.ws_bytes >= slices + 2u * 256u); /* both rows of counters */
     assert_true(p.aligned_rows);
     assert_true(fp_dw_plan_make(100864, 768, 768, &h100, FP_GEMM_PATH_AUTO, &p, why, sizeof why));
     assert_int_equal(p.split_k, 7);
+    assert_true(p.parallel_reduce);
+    /* one tile: 16 slices at most */
+    assert_true(fp_dw_plan_make(100864, 200, 100, &h100, FP_GEMM_PATH_AUTO, &p, why, sizeof why));
+    assert_int_equal(p.split_k, 16);
+    assert_true(p.parallel_reduce);
+    /* 512 tiles: no split */
+    assert_true(fp_dw_plan_make(8192, 4096, 4096, &h100, FP_GEMM_PATH_AUTO, &p, why, sizeof why));
+    assert_int_equal(p.split_k, 1);
+    assert_false(p.parallel_reduce);
+    assert_int_equal(p.ws_bytes, 0);
+    /* forced past one wave: the last block sums */
+    setenv("FUSEPORT_CUDA_DW_SPLIT", "12", 1);
+    assert_true(fp_dw_plan_make(8192, 768, 768, &h100, FP_GEMM_PATH_AUTO, &p, why, sizeof why));
+    unsetenv("FUSEPORT_CUDA_DW_SPLIT");
+    assert_int_equal(p.split_k, 12);
+    assert_false(p.parallel_reduce);
+    assert_true(p.ws_bytes >= 12u * 18u * 256u * 128u * 4u + 18u * 4u);
+  } else {
+    assert_true(8192 / (p.split_k * p.bk) >= 32 || p.split_k == 1);
+    assert_false(p.parallel_reduce);
   }
   /* no sm_90: CUDA cores, any alignment; no split where the tiles fill the GPU */
   assert_true(fp_dw_plan_make(100864, 768, 768, &a100, FP_GEMM_PATH_AUTO, &p, why, sizeof why));
   assert_int_equal(p.path, FP_GEMM_PATH_SIMT);
   assert_false(p.aligned_rows);
+  assert_false(p.parallel_reduce);
   assert_true(fp_dw_plan_make(16384, 4096, 4096, &a100, FP_GEMM_PATH_AUTO, &p, why, sizeof why));
   assert_int_equal(p.split_k, 1);
   assert_int_equal(p.ws_bytes, 0);
@@ -289,6 +313,7 @@ static void test_dw_plan(void **state) {
   setenv("FUSEPORT_CUDA_DW_SPLIT", "3", 1);
   assert_true(fp_dw_plan_make(8192, 768, 768, &a100, FP_GEMM_PATH_AUTO, &p, why, sizeof why));
   assert_int_equal(p.split_k, 3);
+  assert_true(p.ws_bytes >= 3u * (uint64_t)p.tiles * (uint64_t)(p.bm * p.bn) * 4u);
   setenv("FUSEPORT_CUDA_DW_SPLIT", "3x", 1);
   assert_false(fp_dw_plan_make(8192, 768, 768, &a100, FP_GEMM_PATH_AUTO, &p, why, sizeof why));
   unsetenv("FUSEPORT_CUDA_DW_SPLIT");

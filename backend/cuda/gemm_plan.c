@@ -586,19 +586,19 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
 /* ---- dw_from_packed ---------------------------------------------------------------------- */
 
 /* The split: the most K slices that keep every block in one wave (one
- * block an SM) and each slice at least 32 k-blocks deep, at most 16.
- * Measured on an H100 (bits=2, 256 x 128 tiles, 2026-11-27): a second wave
- * costs more than the idle SMs (100864 x 1024 x 1024: 324 us at 4 slices,
- * 516 at 5), and short slices lose to their pipeline fill and the
- * reduction (8192 x 768 x 768: 51 us at 4 slices, 59 at 7; 100864 x 768 x
- * 768: 215 us at 7, 314 at 4). */
-static int dw_split(int64_t tiles, int64_t K, int bk, int sms) {
+ * block an SM), each slice at least `depth` k-blocks deep, at most `cap`.
+ * SIMT (the workspace reduction): depth 32, cap 16. Measured on an H100
+ * (bits=2, 2026-11-27): a second wave costs more than the idle SMs
+ * (100864 x 1024 x 1024: 324 us at 4 slices, 516 at 5), and short slices
+ * lost to their pipeline fill and the workspace reduction. SM90, whose
+ * blocks sum their tile's slices in parallel: depth 8, cap 16. */
+static int dw_split(int64_t tiles, int64_t K, int bk, int sms, int depth, int cap) {
   const int64_t kblocks = ceil_div(K, bk);
   int64_t s = sms / (tiles > 0 ? tiles : 1);
-  if (s > kblocks / 32)
-    s = kblocks / 32;
-  if (s > 16)
-    s = 16;
+  if (s > kblocks / depth)
+    s = kblocks / depth;
+  if (s > cap)
+    s = cap;
   return s >= 1 ? (int)s : 1;
 }
 
@@ -637,7 +637,9 @@ bool fp_dw_plan_make(int64_t K, int64_t COUT, int64_t CIN, const fp_gemm_device 
     out->aligned_rows = false;
   }
   out->tiles = ceil_div(COUT, out->bm) * ceil_div(CIN, out->bn);
-  out->split_k = dw_split(out->tiles, K, out->bk, d->sm_count > 0 ? d->sm_count : 1);
+  const bool on_sm90 = out->path == FP_GEMM_PATH_SM90;
+  out->split_k =
+      dw_split(out->tiles, K, out->bk, d->sm_count > 0 ? d->sm_count : 1, on_sm90 ? 8 : 32, 16);
   /* FUSEPORT_CUDA_DW_SPLIT=N (1..64) forces the split, for tuning; the
    * recipe sizes its workspace from this same call */
   const char *forced = getenv("FUSEPORT_CUDA_DW_SPLIT");
@@ -650,6 +652,12 @@ bool fp_dw_plan_make(int64_t K, int64_t COUT, int64_t CIN, const fp_gemm_device 
     }
     out->split_k = (int)v;
   }
+  /* SM90's slices sum in parallel where the grid fits at once (gemm_dw_sm90.cu);
+   * its workspace has a second row of counters for that */
+  out->parallel_reduce = on_sm90 && out->split_k >= 2 && out->split_k <= 16 &&
+                         out->tiles * out->split_k <= (d->sm_count > 0 ? d->sm_count : 1);
   out->ws_bytes = split_ws_bytes(out->tiles, out->split_k, out->bm, out->bn);
+  if (on_sm90 && out->ws_bytes > 0)
+    out->ws_bytes += ((uint64_t)out->tiles * 4u + 255u) / 256u * 256u;
   return true;
 }

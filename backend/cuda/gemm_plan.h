@@ -100,15 +100,16 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
  * from packed words in the operand loader. Two paths: SM90 (TMA for dy,
  * two producer warpgroups dequantising x' into wgmma's shared-memory layout)
  * and SIMT (CUDA cores, any architecture). Both split K so that the few
- * output tiles of a 768 x 768 gradient fill the GPU; the split-K workspace
- * is gemm_common.cuh's. */
+ * output tiles of a 768 x 768 gradient fill the GPU; the slices meet in
+ * gemm_common.cuh's split-K workspace. */
 typedef struct fp_dw_plan {
   fp_gemm_path path; /* FP_GEMM_PATH_SM90 or FP_GEMM_PATH_SIMT */
   int bm, bn, bk, stages, threads;
   int split_k;
   int64_t tiles;
   uint64_t ws_bytes;
-  bool aligned_rows; /* dy's rows start 16-byte aligned (lddy % 8 == 0; TMA) */
+  bool aligned_rows;    /* dy's rows start 16-byte aligned (lddy % 8 == 0; TMA) */
+  bool parallel_reduce; /* SM90: every block sums a share of its tile's slices (one wave) */
 } fp_dw_plan;
 
 /* false (with why) for shapes no path runs (a dimension past 2^31) or a

@@ -250,7 +250,10 @@ __device__ __forceinline__ void store_pair(T *out, long long n, long long row, l
  *
  *   [tiles counters, uint32, padded to 256 bytes][split_k * tiles * bm * bn floats]
  *
- * A tile's slice is bm * bn floats, row-major within the tile. */
+ * A tile's slice is bm * bn floats, row-major within the tile. dw_packed
+ * appends tiles departure counters (split_counters_bytes(tiles) more) for
+ * its parallel reduction: every block of a tile sums a share once all have
+ * arrived, and the last to leave resets both counters. */
 __host__ __device__ __forceinline__ unsigned long long split_counters_bytes(long long tiles) {
   return ((unsigned long long)tiles * 4ull + 255ull) / 256ull * 256ull;
 }
@@ -269,6 +272,10 @@ __device__ __forceinline__ float *split_slice(void *ws, long long tiles, long lo
   float *base =
       reinterpret_cast<float *>(reinterpret_cast<char *>(ws) + split_counters_bytes(tiles));
   return base + ((long long)split * tiles + tile) * (long long)bm * bn;
+}
+__device__ __forceinline__ unsigned *split_departures(void *ws, long long tiles, int split_k,
+                                                      int bm, int bn) {
+  return reinterpret_cast<unsigned *>(split_slice(ws, tiles, 0, split_k, bm, bn));
 }
 
 /* Host side: copies a path's kernel stubs into out (at most cap), for

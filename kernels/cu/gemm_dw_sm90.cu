@@ -30,9 +30,20 @@
  * as zeros (TMA zero-fills dy's too); columns past CIN read the padded
  * group's words (in bounds) and feed outputs that are never stored.
  *
- * Split-K: unit u of the grid is (tile u / split_k, slice u % split_k); a
- * split tile goes through gemm_common.cuh's workspace, summed in slice
- * order by the block that arrives last (deterministic).
+ * Split-K: unit u of the grid is (tile u / split_k, slice u % split_k);
+ * each block writes its partial tile to gemm_common.cuh's workspace. Where
+ * the grid fits the GPU at once (a cooperative launch, which the driver
+ * refuses rather than run in waves) the tile's blocks then wait for each
+ * other and block q sums part q of the tile over the slices, in slice
+ * order; otherwise the block that arrives last sums the whole tile. Both
+ * are deterministic. Why not the last block alone: one SM reads every
+ * slice, split_k x 128 KiB through L2, about 6 us a slice on an H200
+ * (2026-11-28, 8192 x 768 x 768, bits=2: 104.7 us unsplit, 57.5 us in 7
+ * slices whose main loops take about 15). Why not clusters, whose slices
+ * could sum in distributed shared memory: an H200 runs at most 102-120
+ * blocks of this kernel in clusters of 5 to 8 (the GPCs), so 18 tiles of
+ * 7 slices took two waves (cudaOccupancyMaxActiveClusters; 357.6 us at
+ * 100864 x 768 x 768 against 215 through the workspace).
  */
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -42,6 +53,7 @@
 #include <stdint.h>
 
 #include "cuda/gemm_plan.h"
+#include "dequant_lut.cuh"
 #include "gemm_common.cuh"
 #include "mma_sm90.cuh"
 
@@ -67,10 +79,14 @@ constexpr int kStageBytes = (kABoxes + 2) * kBoxBytes; /* A boxes, then B boxes 
 constexpr int kBarOffset = kStages * kStageBytes;
 constexpr int kSmemBytes = 1024 + kBarOffset + 2 * kStages * 8 + 16;
 
+/* The most slices the parallel reduction sums with all loads in flight. */
+constexpr int kMaxParallelSplit = 16;
+
 struct Args {
   ProblemDw p;
   int split_k;
-  int ntn; /* column tiles */
+  int parallel; /* 1: every block sums its share of the tile (a cooperative launch) */
+  int ntn;      /* column tiles */
   int tiles;
   int kblocks; /* ceil(K / 64) */
   long long G; /* groups per row */
@@ -141,30 +157,13 @@ template <int BITS> __device__ __forceinline__ uint32_t slab_code(const Slab<BIT
   return (s.w[j / kVpw] >> ((j % kVpw) * BITS)) & ((1u << BITS) - 1u);
 }
 
-/* Four codes of `bits` bits each (the low 4 * bits bits of x), one to a
- * byte. */
-template <int BITS> __device__ __forceinline__ uint32_t spread4(uint32_t x) {
-  if constexpr (BITS == 1) {
-    /* x * (1 + 2^7 + 2^14 + 2^21) puts bit k at 8k: four 4-bit copies
-     * that do not overlap, so no carries */
-    return ((x & 0xFu) * 0x00204081u) & 0x01010101u;
-  } else {
-    x &= 0xFFu;
-    x = (x | (x << 12)) & 0x000F000Fu; /* q1q0 stay, q3q2 to bits 16.. */
-    return (x | (x << 6)) & 0x03030303u;
-  }
-}
-
 /* Dequantises the slab into row r of B box `box` (8 chunks of 8 values).
  *
  * 1 and 2 bits: the row's 2 or 4 possible values, bf16(fma(q, scale, min))
  * exactly as the formula gives them, are a table of 4 or 8 bytes in two
- * registers, and PRMT picks two of them at a time: the selector nibbles of
- * code q are 2q and 2q + 1, i.e. the byte 34q + 16, so four codes spread to
- * bytes give four selector bytes in one multiply-add. About 2 instructions
- * a value instead of 4.5 (shift, mask, the exponent trick's subtraction,
- * fma, half a conversion), where the producer warps' issue rate bounds the
- * kernel. 4 and 8 bits (16 and 256 values a row) compute each value. */
+ * registers, looked up by PRMT (dequant_lut.cuh), where the producer warps'
+ * issue rate bounds the kernel. 4 and 8 bits (16 and 256 values a row)
+ * compute each value. */
 template <int BITS>
 __device__ __forceinline__ void store_slab(const Slab<BITS> &s, uint32_t box, int r) {
   const float scale = __uint_as_float(s.scale_bits << 16), mn = __uint_as_float(s.mn_bits << 16);
@@ -190,11 +189,7 @@ __device__ __forceinline__ void store_slab(const Slab<BITS> &s, uint32_t box, in
           constexpr int kVpw = 32 / BITS;
           const int j = 8 * cc + 4 * h;
           const uint32_t field = s.w[j / kVpw] >> ((j % kVpw) * BITS);
-          const uint32_t sel = spread4<BITS>(field) * 34u + 0x10101010u;
-          asm("prmt.b32 %0, %1, %2, %3;" : "=r"(packed[2 * h]) : "r"(lo), "r"(hi), "r"(sel));
-          asm("prmt.b32 %0, %1, %2, %3;"
-              : "=r"(packed[2 * h + 1])
-              : "r"(lo), "r"(hi), "r"(sel >> 16));
+          fpdq::lookup4<BITS>(field, lo, hi, packed[2 * h], packed[2 * h + 1]);
         }
       } else {
 #pragma unroll
@@ -368,8 +363,62 @@ __global__ void __launch_bounds__(kThreads, 1)
     });
     return;
   }
+  /* a tile's four float columns from e = 4i: out[m0 + e / kBN, n0 + e % kBN ..] */
+  const auto store4 = [&](int e, const float4 &v) {
+    const long long m = m0 + e / kBN, n = n0 + e % kBN;
+    if (m < a.p.COUT) {
+      if (n < a.p.CIN)
+        store_pair<T>(out, a.p.CIN, m, n, make_float2(v.x, v.y), n + 1 < a.p.CIN);
+      if (n + 2 < a.p.CIN)
+        store_pair<T>(out, a.p.CIN, m, n + 2, make_float2(v.z, v.w), n + 3 < a.p.CIN);
+    }
+  };
   float *mine = split_slice(a.p.ws, a.tiles, tile, split, kBM, kBN);
   each([&](int r, int c, float2 v) { *reinterpret_cast<float2 *>(mine + r * kBN + c) = v; });
+  if (a.parallel) {
+    unsigned *arrived = split_counters(a.p.ws) + tile;
+    unsigned *left = split_departures(a.p.ws, a.tiles, a.split_k, kBM, kBN) + tile;
+    __threadfence(); /* this block's slice is visible before its arrival */
+    named_sync(1, 256);
+    if (ct == 0) {
+      atomicAdd(arrived, 1u);
+      /* every block of the grid is resident (the cooperative launch) */
+      while (*reinterpret_cast<volatile unsigned *>(arrived) < static_cast<unsigned>(a.split_k))
+        __nanosleep(128);
+    }
+    named_sync(1, 256);
+    __threadfence(); /* the other slices are read after their writers' fences */
+    /* this block sums float4 columns [q0, q1) of the tile */
+    constexpr int kVec = kBM * kBN / 4;
+    const int q0 = split * kVec / a.split_k, q1 = (split + 1) * kVec / a.split_k;
+    for (int q = q0 + ct; q < q1; q += 256) {
+      float4 x[kMaxParallelSplit];
+#pragma unroll
+      for (int t = 0; t < kMaxParallelSplit; ++t) /* the loads first: all in flight */
+        if (t < a.split_k)
+          x[t] = __ldcg(
+              reinterpret_cast<const float4 *>(split_slice(a.p.ws, a.tiles, tile, t, kBM, kBN)) +
+              q);
+      float4 v = x[0];
+#pragma unroll
+      for (int t = 1; t < kMaxParallelSplit; ++t)
+        if (t < a.split_k) {
+          v.x += x[t].x;
+          v.y += x[t].y;
+          v.z += x[t].z;
+          v.w += x[t].w;
+        }
+      store4(4 * q, v);
+    }
+    /* the last block to leave zeroes both counters for the next launch
+     * (every block has passed the wait by then) */
+    named_sync(1, 256);
+    if (ct == 0 && atomicAdd(left, 1u) == static_cast<unsigned>(a.split_k - 1)) {
+      *arrived = 0u;
+      *left = 0u;
+    }
+    return;
+  }
   if (!split_arrive_last(a.p.ws, a.tiles, tile, a.split_k, ct, flag, [] { named_sync(1, 256); }))
     return;
   /* the last block of the tile: float4 columns, slices in order */
@@ -383,13 +432,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       v.z += x.z;
       v.w += x.w;
     }
-    const long long m = m0 + e / kBN, n = n0 + e % kBN;
-    if (m < a.p.COUT) {
-      if (n < a.p.CIN)
-        store_pair<T>(out, a.p.CIN, m, n, make_float2(v.x, v.y), n + 1 < a.p.CIN);
-      if (n + 2 < a.p.CIN)
-        store_pair<T>(out, a.p.CIN, m, n + 2, make_float2(v.z, v.w), n + 3 < a.p.CIN);
-    }
+    store4(e, v);
   }
 #else
   (void)tma_dy;
@@ -415,6 +458,28 @@ cudaError_t launch(const CUtensorMap &map, const Args &a, long long units, cudaS
       return e;
     if (dev < 64)
       done[dev].store(1, std::memory_order_release);
+  }
+  if (a.parallel) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+    cfg.gridDim = dim3(static_cast<unsigned>(units));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = kSmemBytes;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    e = cudaLaunchKernelEx(&cfg, kernel, map, a);
+    if (e != cudaErrorCooperativeLaunchTooLarge)
+      return e;
+    /* the GPU is shared (MPS, a smaller partition): the blocks may run in
+     * waves, so the last one sums alone */
+    (void)cudaGetLastError();
+    Args serial = a;
+    serial.parallel = 0;
+    kernel<<<static_cast<unsigned>(units), kThreads, kSmemBytes, stream>>>(map, serial);
+    return cudaGetLastError();
   }
   kernel<<<static_cast<unsigned>(units), kThreads, kSmemBytes, stream>>>(map, a);
   return cudaGetLastError();
@@ -447,6 +512,7 @@ cudaError_t sm90_dw_run(const ProblemDw &p, const fp_dw_plan &plan, cudaStream_t
   Args a;
   a.p = p;
   a.split_k = plan.split_k;
+  a.parallel = plan.parallel_reduce && plan.split_k > 1 && plan.split_k <= kMaxParallelSplit;
   a.ntn = static_cast<int>((p.CIN + kBN - 1) / kBN);
   const long long tiles = ((p.COUT + kBM - 1) / kBM) * a.ntn;
   const long long units = tiles * plan.split_k;
@@ -456,7 +522,8 @@ cudaError_t sm90_dw_run(const ProblemDw &p, const fp_dw_plan &plan, cudaStream_t
   a.kblocks = static_cast<int>((p.K + kBK - 1) / kBK);
   a.G = (p.CIN + FP_QGROUP - 1) / FP_QGROUP;
   if (plan.split_k > 1 &&
-      (p.ws == nullptr || p.ws_bytes < split_workspace_bytes(tiles, plan.split_k, kBM, kBN)))
+      (p.ws == nullptr || p.ws_bytes < split_workspace_bytes(tiles, plan.split_k, kBM, kBN) +
+                                           split_counters_bytes(tiles)))
     return cudaErrorInvalidValue;
   CUtensorMap map;
   /* dy [K, COUT]: boxes of 64 k rows x 64 m columns */
