@@ -38,6 +38,9 @@
  * rows would leave most of a row tile idle).
  */
 #include "compress_common.cuh"
+#include "dequant_lut.cuh"
+
+#include <cuda_bf16.h>
 
 namespace {
 
@@ -59,7 +62,8 @@ __device__ __forceinline__ unsigned half_of(const uint4 &v, int e) {
   return (word_of(v, e >> 1) >> (16 * (e & 1))) & 0xFFFFu;
 }
 __device__ __forceinline__ float value_of(const uint4 &v, int e) {
-  return fp_bf16_bits_to_f32(half_of(v, e));
+  const unsigned w = word_of(v, e >> 1); /* the half in the top 16 bits, 0 below: one op */
+  return __uint_as_float((e & 1) ? (w & 0xFFFF0000u) : (w << 16));
 }
 
 /* The first `valid` of eight bfloat16 values one at a time (ld8_scalar's
@@ -86,11 +90,83 @@ __device__ __forceinline__ void st8_window(unsigned short *p, long long f, const
 
 /* ---- quant_pack / dequant_unpack --------------------------------------------- */
 
+/* fp_quant_code(x, mn, inv, BITS) in the low BITS bits (the rest is the
+ * exponent trick's, for the caller's mask), the same steps with fewer
+ * instructions: the clamp as fmaxf / fminf (a NaN goes to 0 as there:
+ * fmaxf returns the number), and int()'s truncation, exact for the
+ * clamped 0 <= qf <= 255, as qf + 2^23 rounded toward zero (whose low bits
+ * are floor(qf)) in place of a conversion at a quarter of the FMA rate. */
+template <int BITS>
+__device__ __forceinline__ unsigned quant_code_bits(float x, float mn, float inv) {
+  constexpr float kQMax = (float)((1 << BITS) - 1);
+  const float p = __fmul_rn(__fsub_rn(x, mn), inv);
+  const float qf = fminf(fmaxf(__fadd_rn(p, 0.5f - 1e-6f), 0.0f), kQMax);
+  return __float_as_uint(__fadd_rz(qf, 8388608.0f));
+}
+
+/* A group's dequantisation in two registers: at 1 and 2 bits the table of
+ * its 2 or 4 values (dequant_lut.cuh: values 0, 1 in lo, 2, 3 in hi), each
+ * fp_dequant_value's; at 4 and 8 bits its scale and min as floats. */
+struct GroupDequant {
+  unsigned lo, hi;
+};
+template <int BITS>
+__device__ __forceinline__ GroupDequant group_dequant(unsigned short scale, unsigned short mn) {
+  const float s = fp_bf16_bits_to_f32(scale), m = fp_bf16_bits_to_f32(mn);
+  if constexpr (BITS <= 2) {
+    const auto bits = [&](unsigned q) {
+      return FP_FLOAT_AS_BITS(fp_dequant_value(q, s, m)) >> 16; /* a bfloat16 value */
+    };
+    return {bits(0u) | bits(1u) << 16, BITS == 2 ? bits(2u) | bits(3u) << 16 : 0u};
+  } else {
+    return {__float_as_uint(s), __float_as_uint(m)};
+  }
+}
+
+/* The 8 values of a rank's chunk as bfloat16 patterns (value e in the half
+ * e % 2 of word e / 2), from its codes: 8 * BITS bits from bit 0 of lo.
+ * 1 and 2 bits look the values up; 4 bits computes fp_dequant_value's
+ * steps with fewer instructions: the code goes to float by the exponent
+ * trick (0x4B000000 | q is 2^23 + q; one subtraction, exact), then the same
+ * fma, and cvt.rn.bf16x2 rounds two at once as fp_f32_to_bf16_bits does
+ * (to nearest even; a NaN, which NVIDIA's fma makes canonical, to 0x7FFF).
+ * (8 bits keeps the scalar formula in dequant_unpack_run: this form of it
+ * made ptxas spill under the kernel's 64 registers.) */
+template <int BITS>
+__device__ __forceinline__ uint4 dequant_chunk(unsigned lo, const GroupDequant &g) {
+  static_assert(BITS <= 4, "1, 2 or 4 bits");
+  uint4 o;
+  if constexpr (BITS <= 2) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      unsigned w01, w23;
+      fpdq::lookup4<BITS>(lo >> (4 * BITS * h), g.lo, g.hi, w01, w23);
+      set_word(o, 2 * h, w01);
+      set_word(o, 2 * h + 1, w23);
+    }
+  } else {
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      float x[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const unsigned biased = 0x4B000000u | ((lo >> (8 * m + 4 * h)) & 0xFu);
+        x[h] = __fmaf_rn(__uint_as_float(biased) - 8388608.0f, __uint_as_float(g.lo),
+                         __uint_as_float(g.hi));
+      }
+      const __nv_bfloat162 p = __floats2bfloat162_rn(x[0], x[1]);
+      set_word(o, m, *reinterpret_cast<const unsigned *>(&p));
+    }
+  }
+  return o;
+}
+
 template <int BITS, bool VEC, int T>
 __device__ __forceinline__ void quant_pack_run(unsigned *words, unsigned short *scale,
                                                unsigned short *mins, const unsigned short *x,
                                                long long K, long long C) {
   constexpr int NW = 8 * BITS; /* words per group */
+  constexpr unsigned kQMax = (1u << BITS) - 1u;
   const long long G = (C + kGroup - 1) / kGroup;
   const int r = Team<T>::rank();
   const bool pair_store = aligned(words, 8);
@@ -119,7 +195,7 @@ __device__ __forceinline__ void quant_pack_run(unsigned *words, unsigned short *
           unsigned lo = 0, hi = 0;
 #pragma unroll
           for (int e = 0; e < kLaneValues; ++e) {
-            const unsigned q = fp_quant_code(value_of(rv.v[j], e), mn, inv, BITS);
+            const unsigned q = quant_code_bits<BITS>(value_of(rv.v[j], e), mn, inv) & kQMax;
             if constexpr (BITS == 8) {
               if (e < 4)
                 lo |= q << (8 * e);
@@ -174,12 +250,13 @@ __device__ __forceinline__ void
 dequant_unpack_run(unsigned short *out, const unsigned *words, const unsigned short *scale,
                    const unsigned short *mins, long long K, long long C) {
   constexpr int NW = 8 * BITS;
-  constexpr unsigned kQMax = (1u << BITS) - 1u;
   const long long G = (C + kGroup - 1) / kGroup;
   const int r = Team<T>::rank();
   const int wg_lane = (int)(threadIdx.x & 31u);
   const int phase = phase16(out); /* !VEC: out's offset from the 16-byte grid, in values */
   const bool pair_load = aligned(words, 8);
+  /* one group in flight at 8 bits: its four 8-byte loads a lane are as
+   * many bytes as two groups' at 4 bits, and two made ptxas spill there */
   team_groups<T, kUnpackUnroll>(
       K * G,
       [&](long long unit, bool active) {
@@ -215,7 +292,7 @@ dequant_unpack_run(unsigned short *out, const unsigned *words, const unsigned sh
         return c;
       },
       [&](long long unit, bool active, const RankCodes<T> &c) {
-        const float s = fp_bf16_bits_to_f32(c.scale), mn = fp_bf16_bits_to_f32(c.min);
+        const GroupDequant gd = group_dequant<BITS>(c.scale, c.min);
         const GroupAt at = active ? group_at(unit, C, G) : GroupAt{0, 0};
         /* !VEC: the group starts a values past the 16-byte grid (a row of odd
          * C anywhere): each lane stores the grid chunk that ends with its
@@ -231,21 +308,23 @@ dequant_unpack_run(unsigned short *out, const unsigned *words, const unsigned sh
         uint4 carry = make_uint4(0u, 0u, 0u, 0u), o = carry;
 #pragma unroll
         for (int j = 0; j < Team<T>::kChunks; ++j) {
+          if constexpr (BITS == 8) {
 #pragma unroll
-          for (int m = 0; m < 4; ++m) {
-            unsigned pair = 0;
+            for (int m = 0; m < 4; ++m) {
+              unsigned pair = 0;
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int e = 2 * m + h;
-              unsigned q;
-              if constexpr (BITS == 8)
-                q = ((e < 4 ? c.lo[j] : c.hi[j]) >> (8 * (e & 3))) & kQMax;
-              else
-                q = (c.lo[j] >> (e * BITS)) & kQMax;
-              /* a bfloat16 value in float: its pattern is the top half */
-              pair |= (FP_FLOAT_AS_BITS(fp_dequant_value(q, s, mn)) >> 16) << (16 * h);
+              for (int h = 0; h < 2; ++h) {
+                const int e = 2 * m + h;
+                const unsigned q = ((e < 4 ? c.lo[j] : c.hi[j]) >> (8 * (e & 3))) & 0xFFu;
+                pair |= (FP_FLOAT_AS_BITS(
+                             fp_dequant_value(q, __uint_as_float(gd.lo), __uint_as_float(gd.hi))) >>
+                         16)
+                        << (16 * h);
+              }
+              set_word(o, m, pair);
             }
-            set_word(o, m, pair);
+          } else {
+            o = dequant_chunk<BITS>(c.lo[j], gd);
           }
           const int col = j * Team<T>::kChunkValues + r * kLaneValues;
           if constexpr (VEC) {
