@@ -591,7 +591,11 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
  * (bits=2, 2026-11-27): a second wave costs more than the idle SMs
  * (100864 x 1024 x 1024: 324 us at 4 slices, 516 at 5), and short slices
  * lost to their pipeline fill and the workspace reduction. SM90, whose
- * blocks sum their tile's slices in parallel: depth 8, cap 16. */
+ * blocks sum their tile's slices in parallel: depth 8, cap 16 (the most
+ * gemm_dw_sm90.cu's sum holds in flight, kMaxParallelSplit). Measured on an
+ * H200 (bits=2, 2026-11-28, forced splits 4..9): 8192 x 768 x 768 fastest
+ * at 7 slices of 18 k-blocks (31.5 us; 39.0 at 4), 100864 x 768 x 768 at 7
+ * (186.6), 8192 x 1024 x 1024 at 4 (42.1; from 5 slices, two waves). */
 static int dw_split(int64_t tiles, int64_t K, int bk, int sms, int depth, int cap) {
   const int64_t kblocks = ceil_div(K, bk);
   int64_t s = sms / (tiles > 0 ? tiles : 1);
@@ -652,8 +656,8 @@ bool fp_dw_plan_make(int64_t K, int64_t COUT, int64_t CIN, const fp_gemm_device 
     }
     out->split_k = (int)v;
   }
-  /* SM90's slices sum in parallel where the grid fits at once (gemm_dw_sm90.cu);
-   * its workspace has a second row of counters for that */
+  /* SM90's slices sum in parallel where the grid fits at once (gemm_dw_sm90.cu;
+   * 16: its kMaxParallelSplit); its workspace has a second row of counters */
   out->parallel_reduce = on_sm90 && out->split_k >= 2 && out->split_k <= 16 &&
                          out->tiles * out->split_k <= (d->sm_count > 0 ? d->sm_count : 1);
   out->ws_bytes = split_ws_bytes(out->tiles, out->split_k, out->bm, out->bn);
