@@ -19,6 +19,7 @@ typedef struct extent_calc {
   int bad_arg;     /* first scalar argument found negative, or -1 */
   bool overflow;   /* a product or sum left int64 */
   bool bad_stride; /* a view reaches below element 0 */
+  int bad_bits;    /* a code width argument not 1, 2, 4 or 8, or -1 */
 } extent_calc;
 
 static int64_t add_ck(extent_calc *c, int64_t x, int64_t y) {
@@ -92,14 +93,18 @@ static int64_t lead(extent_calc *c, int64_t rows, int64_t cols, int64_t ld) {
 /* Compression layout (kernels.def, family compress). */
 static int64_t groups_of(int64_t cols) { return (cols + 255) / 256; }
 static int64_t mask_words_of(int64_t cols) { return (cols + 31) / 32; }
-static int64_t words_per_group(extent_calc *c, int bits_arg) {
+/* The code width argument: 1, 2, 4 or 8 (the kernels have no other; the
+ * launch is refused), else remembered and taken as 8. */
+static int32_t code_bits(extent_calc *c, int bits_arg) {
   const int32_t bits = int_arg(c, bits_arg);
-  return bits == 1 || bits == 2 || bits == 4 || bits == 8 ? 8 * bits : 64;
+  if (bits == 1 || bits == 2 || bits == 4 || bits == 8)
+    return bits;
+  if (c->bad_bits < 0)
+    c->bad_bits = bits_arg;
+  return 8;
 }
-static int64_t values_per_word(extent_calc *c, int bits_arg) {
-  const int32_t bits = int_arg(c, bits_arg);
-  return bits == 1 || bits == 2 || bits == 4 || bits == 8 ? 32 / bits : 32;
-}
+static int64_t words_per_group(extent_calc *c, int bits_arg) { return 8 * code_bits(c, bits_arg); }
+static int64_t values_per_word(extent_calc *c, int bits_arg) { return 32 / code_bits(c, bits_arg); }
 
 /* need[a]: elements that buffer argument a must hold (0: nothing required);
  * must[a]: an optional (upper-case) buffer that this launch reads or writes,
@@ -409,7 +414,7 @@ fp_status fp_check_kernel_extents(fp_context *ctx, fp_kernel_id id, const fp_arg
   bool must[FP_MAX_KERNEL_ARGS];
   memset(need, 0, sizeof need);
   memset(must, 0, sizeof must);
-  extent_calc calc = {args, nargs, -1, false, false};
+  extent_calc calc = {args, nargs, -1, false, false, -1};
   kernel_extents(id, &calc, need, must);
   const char *name = fp_kernel_name(id);
   if (calc.bad_arg >= 0)
@@ -423,6 +428,10 @@ fp_status fp_check_kernel_extents(fp_context *ctx, fp_kernel_id id, const fp_arg
     return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
                         "launch of '%s': a strided view reaches below its buffer's first element",
                         name);
+  if (calc.bad_bits >= 0)
+    return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                        "launch of '%s': argument %d is bits=%d, expected 1, 2, 4 or 8", name,
+                        calc.bad_bits, (int)int_arg(&calc, calc.bad_bits));
   for (int a = 0; a < nargs && a < FP_MAX_KERNEL_ARGS; ++a) {
     if (!fp_arg_kind_is_buffer(args[a].kind))
       continue;

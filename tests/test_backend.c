@@ -352,7 +352,34 @@ static void test_launch_extents(void **state) {
   gm[10] = fp_arg_i64(400);
   FP_ASSERT_ERR(fp_launch(CTX, FPK_gemm_f32, &planned, gm, 13), FP_ERR_INVALID_ARGUMENT,
                 "argument 2 holds 4096 bytes, the launch reaches 1204 elements");
+  /* the compress layout (kernels.def): dequant_unpack(out, words, scale, min,
+   * K, C, bits) of 3 x 300 values has 2 groups a row: 6 x 8 * bits words and
+   * 6 scales and mins. Words packed for C = 256 (3 x 16 at 2 bits) are too
+   * few; so are the scales of one group a row; a width of 3 bits is refused
+   * before any size */
+  fp_arg dq[] = {fp_arg_tensor(big, FP_BF16),
+                 fp_arg_tensor(small, FP_U32),
+                 fp_arg_tensor(big, FP_BF16),
+                 fp_arg_tensor(big, FP_BF16),
+                 fp_arg_i64(3),
+                 fp_arg_i64(300),
+                 fp_arg_i32(2)};
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_dequant_unpack, &elem, dq, 7), FP_ERR_INVALID_ARGUMENT,
+                "argument 1 holds 100 bytes, the launch reaches 96 elements");
+  fp_buffer *six = NULL;
+  FP_ASSERT_OK(fp_buffer_alloc(CTX, 6, &six)); /* three bf16 scales */
+  dq[1] = fp_arg_tensor(big, FP_U32);
+  dq[2] = fp_arg_tensor(six, FP_BF16);
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_dequant_unpack, &elem, dq, 7), FP_ERR_INVALID_ARGUMENT,
+                "argument 2 holds 6 bytes, the launch reaches 6 elements");
+  dq[2] = fp_arg_tensor(big, FP_BF16);
+  dq[6] = fp_arg_i32(3);
+  FP_ASSERT_ERR(fp_launch(CTX, FPK_dequant_unpack, &elem, dq, 7), FP_ERR_INVALID_ARGUMENT,
+                "argument 6 is bits=3, expected 1, 2, 4 or 8");
+  dq[6] = fp_arg_i32(2);
+  FP_ASSERT_OK(fp_launch(CTX, FPK_dequant_unpack, &elem, dq, 7)); /* 96 words, 6 groups fit */
   FP_ASSERT_OK(fp_finish(CTX));
+  fp_buffer_free(six);
   fp_buffer_free(small);
   fp_buffer_free(big);
 }
