@@ -255,8 +255,6 @@ dequant_unpack_run(unsigned short *out, const unsigned *words, const unsigned sh
   const int wg_lane = (int)(threadIdx.x & 31u);
   const int phase = phase16(out); /* !VEC: out's offset from the 16-byte grid, in values */
   const bool pair_load = aligned(words, 8);
-  /* one group in flight at 8 bits: its four 8-byte loads a lane are as
-   * many bytes as two groups' at 4 bits, and two made ptxas spill there */
   team_groups<T, kUnpackUnroll>(
       K * G,
       [&](long long unit, bool active) {
