@@ -214,11 +214,17 @@ static bool skinny_choose(const fp_gemm_request *r, const fp_gemm_device *d, boo
   return true;
 }
 
+/* A row of per-tile counters, padded to 256 bytes (gemm_common.cuh's
+ * split_counters_bytes). */
+static uint64_t split_counters_bytes(int64_t tiles) {
+  return ((uint64_t)tiles * 4u + 255u) / 256u * 256u;
+}
+
 static uint64_t split_ws_bytes(int64_t tiles, int split, int bm, int bn) {
   if (split <= 1)
     return 0;
-  const uint64_t counters = ((uint64_t)tiles * 4u + 255u) / 256u * 256u;
-  return counters + (uint64_t)split * (uint64_t)tiles * (uint64_t)bm * (uint64_t)bn * 4u;
+  return split_counters_bytes(tiles) +
+         (uint64_t)split * (uint64_t)tiles * (uint64_t)bm * (uint64_t)bn * 4u;
 }
 
 /* ---- the tuning cache ------------------------------------------------------------------
@@ -662,6 +668,6 @@ bool fp_dw_plan_make(int64_t K, int64_t COUT, int64_t CIN, const fp_gemm_device 
                          out->tiles * out->split_k <= (d->sm_count > 0 ? d->sm_count : 1);
   out->ws_bytes = split_ws_bytes(out->tiles, out->split_k, out->bm, out->bn);
   if (on_sm90 && out->ws_bytes > 0)
-    out->ws_bytes += ((uint64_t)out->tiles * 4u + 255u) / 256u * 256u;
+    out->ws_bytes += split_counters_bytes(out->tiles);
   return true;
 }
