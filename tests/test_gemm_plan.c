@@ -149,6 +149,30 @@ static void test_split_k(void **state) {
   assert_int_equal(p.ws_bytes, 0);
 }
 
+/* A caller without a workspace (conv.cu's 1x1 convolutions as GEMMs) is
+ * never planned a split, on any path that would split the same shape, and
+ * a convolution's batch-norm epilogue plans as an unpaired one. */
+static void test_no_split(void **state) {
+  (void)state;
+  const fp_gemm_request shapes[] = {
+      req(1, 256, 256, 65536, FP_EPI_BIAS), /* f16: the tensor-core paths */
+      req(1, 1, 4096, 4096, FP_EPI_RELU),   /* skinny */
+      req(0, 256, 256, 65536, FP_EPI_BIAS), /* f32: CUDA cores */
+      req(1, 256, 256, 65536, FP_CONV_EPI_BN),
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+    fp_gemm_request r = shapes[i];
+    const fp_gemm_plan split = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+    assert_true(split.split_k > 1);
+    r.no_split = true;
+    const fp_gemm_plan p = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+    assert_int_equal(p.path, split.path);
+    assert_int_equal(p.split_k, 1);
+    assert_int_equal(p.ws_bytes, 0);
+    assert_false((p.flags & FP_GEMM_CFG_PAIRED) != 0 && p.path != FP_GEMM_PATH_SKINNY);
+  }
+}
+
 /* The sm90 rules read the rows as launched: 4096 x 4096 x 4104 (rows of
  * 8208 bytes, not whole 128-byte lines) takes a cluster row, the same GEMM
  * on copies padded to 4160 does not. */
@@ -325,6 +349,7 @@ int main(void) {
       cmocka_unit_test(test_paired_and_b2b),
       cmocka_unit_test(test_paired_rows_match_epilogue),
       cmocka_unit_test(test_split_k),
+      cmocka_unit_test(test_no_split),
       cmocka_unit_test(test_skinny_split),
       cmocka_unit_test(test_sm90_padded_rows),
       cmocka_unit_test(test_deterministic),

@@ -233,6 +233,13 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
                           stream_smem);
     }
   }
+  /* A timing knob: 0 keeps 1x1 convolutions on conv.cu's implicit-GEMM
+   * kernels instead of running them as plain GEMMs on the GEMM core. */
+  fp_status knob_conv_gemm = env_switch(ctx, "FUSEPORT_CUDA_CONV_GEMM", &s->conv_gemm);
+  if (knob_conv_gemm != FP_OK) {
+    free(s);
+    return knob_conv_gemm;
+  }
   /* A timing knob: 0 keeps the cluster builds to rows their registers
    * hold (cuda_plan.h, fp_cuda_cluster_smem_bytes). */
   fp_status knob_cluster_smem = env_switch(ctx, "FUSEPORT_CUDA_CLUSTER_SMEM", &s->cluster_smem);

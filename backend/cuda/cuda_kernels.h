@@ -15,6 +15,7 @@
 #ifndef FUSEPORT_CUDA_KERNELS_H
 #define FUSEPORT_CUDA_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -65,6 +66,7 @@ typedef struct fp_cuda_gemm_env {
   int cc_major, cc_minor, sm_count;
   uint64_t smem_optin;
   int force_path; /* fp_gemm_path, -1 auto (FUSEPORT_CUDA_GEMM_PATH) */
+  bool conv_gemm; /* 1x1 convolutions on the GEMM core (FUSEPORT_CUDA_CONV_GEMM, default on) */
   cudaStream_t stream;
 } fp_cuda_gemm_env;
 

@@ -537,7 +537,7 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
     for (int k = 0; k < tables[path].n; ++k) {
       const cfg_row *c = &tables[path].rows[k];
       if (c->index != tuned_config || !row_fits(c, r, d, paired) || tuned_split < 1 ||
-          (tuned_split > 1 && (c->flags & FP_GEMM_CFG_SPLIT_K) == 0))
+          (tuned_split > 1 && ((c->flags & FP_GEMM_CFG_SPLIT_K) == 0 || r->no_split)))
         continue;
       plan_from_row(c, tuned_split, r, NB, out);
       out->tuned = true;
@@ -549,7 +549,7 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
   double best_cost = 0.0;
   int best_split = 1;
   if (path == FP_GEMM_PATH_SKINNY && skinny_choose(r, d, paired, NB, &best, &best_split)) {
-    plan_from_row(best, best_split, r, NB, out);
+    plan_from_row(best, r->no_split ? 1 : best_split, r, NB, out);
     return true;
   }
   for (int k = 0; k < tables[path].n; ++k) {
@@ -559,9 +559,9 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
     if (path == FP_GEMM_PATH_SM90 && !r->b2b && !sm90_row_ok(c, r, NB, d->sm_count, paired))
       continue;
     const bool sm90 = path == FP_GEMM_PATH_SM90;
-    const int split = r->b2b ? 1
-                      : sm90 ? choose_split(c, r->M, NB, r->K, d->sm_count, 4, 32)
-                             : choose_split(c, r->M, NB, r->K, d->sm_count, 2, 4);
+    const int split = r->b2b || r->no_split ? 1
+                      : sm90                ? choose_split(c, r->M, NB, r->K, d->sm_count, 4, 32)
+                                            : choose_split(c, r->M, NB, r->K, d->sm_count, 2, 4);
     const double cost =
         r->b2b ? b2b_cost(c, r, d->sm_count)
         : sm90 ? sm90_config_cost(c, r->M, NB, r->K, d->sm_count, split) * sm90_row_factor(c, r, NB)

@@ -53,6 +53,9 @@ typedef struct fp_gemm_request {
    * may be wider); 0: dense (K, and K or NB). The sm90 rules ask whether
    * rows start 128-byte aligned. */
   int64_t lda, ldb;
+  /* the caller has no split-K workspace (a convolution run as a GEMM,
+   * kernels/cu/conv.cu): split_k stays 1 */
+  bool no_split;
 } fp_gemm_request;
 
 /* The device as the planner sees it (from fp_device_info). */

@@ -18,6 +18,12 @@
  *   SIMT  this file: implicit GEMM on CUDA cores, every dtype (f16/bf16
  *         stored, float math; f32 with true float FMA, no TF32), both
  *         layouts, any shape and alignment.
+ * Before those, an NHWC 1x1 convolution with stride 1 and no padding is a
+ * plain GEMM (gemm_view below) and runs on the GEMM core, with the path
+ * and tiles its planner picks for [N*H*W, C] x [K, C]^T (never split-K:
+ * conv has no workspace), unless FUSEPORT_CUDA_CONV_GEMM=0 or no GEMM path
+ * takes it (rows a tensor-core path cannot load: C % 8 != 0 or x, w not
+ * 16-byte aligned); then it goes on to the paths above.
  * FUSEPORT_CUDA_GEMM_PATH (env->force_path): simt forces the SIMT path for
  * every convolution, sm80 the SM80 path wherever it is eligible (SIMT
  * elsewhere), sm90 the SM90 path wherever it is eligible (else as auto);
@@ -46,11 +52,12 @@
  * Padding taps and rows/channels past the edges load 0.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "conv_common.cuh"
-#include "device_common.cuh"
 #include "cuda/gemm_plan.h"
+#include "device_common.cuh"
 
 using namespace fpconv;
 
@@ -679,6 +686,68 @@ int dtype_of(fp_kernel_id id) {
   return id == FPK_conv_f16 ? FP_F16 : (id == FPK_conv_bf16 ? FP_BF16 : FP_F32);
 }
 
+/* ---- 1x1 convolutions as GEMMs --------------------------------------------------------
+ * With R = S = 1, stride 1 and no padding, an NHWC convolution is a plain
+ * GEMM: x is A [N*H*W, C] row-major, w is B [K, C] (trans_b), out is
+ * [N*H*W, K], and the ADD operand has out's layout. The GEMM core's main
+ * loops (TMA and wgmma on Hopper) then run it, with the same epilogue
+ * (gemm_common.cuh's EpiLinear knows the batch-norm) and no workspace. */
+bool gemm_view_eligible(const Problem &p) {
+  return p.nhwc && p.R == 1 && p.S == 1 && p.stride == 1 && p.pad == 0;
+}
+
+fpgemm::Problem gemm_view(const Problem &p) {
+  fpgemm::Problem g;
+  g.out = p.out;
+  g.a = p.x;
+  g.b = p.w;
+  g.bias = FP_EPI_READS_BIAS(p.epilogue) ? p.v[0] : nullptr;
+  g.add = FP_EPI_READS_ADD(p.epilogue) ? p.v[0] : nullptr;
+  g.ws = nullptr;
+  g.ws_bytes = 0;
+  g.M = p.N * p.H * p.W;
+  g.N = p.K;
+  g.K = p.C;
+  g.lda = p.C;
+  g.ldb = p.C;
+  g.epilogue = p.epilogue;
+  g.trans_b = 1;
+  g.dtype = p.dtype;
+  if (p.epilogue == FP_CONV_EPI_BN)
+    for (int i = 0; i < 4; ++i)
+      g.bn[i] = p.v[i];
+  g.eps = p.eps;
+  return g;
+}
+
+/* FUSEPORT_CUDA_CONV_CFG=N, a timing knob: row N of the implicit path's
+ * table instead of its planner's pick, where that path has a row N (-1:
+ * unset or not a number). */
+int forced_config() {
+  static const int forced = [] {
+    const char *v = getenv("FUSEPORT_CUDA_CONV_CFG");
+    char *end = nullptr;
+    const long n = v != nullptr ? strtol(v, &end, 10) : -1;
+    return v != nullptr && *v != '\0' && *end == '\0' && n >= 0 && n < 64 ? (int)n : -1;
+  }();
+  return forced;
+}
+
+/* the planner's row, or the forced one where the path's table has it */
+int row_of(int picked, const char *(*name_of)(int)) {
+  const int f = forced_config();
+  return f >= 0 && strcmp(name_of(f), "?") != 0 ? f : picked;
+}
+
+fp_gemm_device device_of(const fp_cuda_gemm_env *env) {
+  fp_gemm_device d;
+  d.cc_major = env->cc_major;
+  d.cc_minor = env->cc_minor;
+  d.sm_count = env->sm_count;
+  d.smem_optin = env->smem_optin;
+  return d;
+}
+
 } // namespace
 
 /* ---- the host interface (cuda_kernels.h) ------------------------------------------- */
@@ -720,6 +789,21 @@ extern "C" cudaError_t fp_cuda_conv_launch(fp_kernel_id id, const fp_karg *args,
     return cudaErrorInvalidValue;
 
   const int force = env->force_path;
+  if (env->conv_gemm && gemm_view_eligible(p)) {
+    bool planned = false;
+    fp_gemm_plan plan;
+    const fpgemm::Problem g = gemm_view(p);
+    const cudaError_t err =
+        fpgemm::run_view(g, device_of(env), force, env->stream, &planned, &plan);
+    if (planned) {
+      if (err == cudaSuccess)
+        *kernels_launched = 1;
+      else
+        snprintf(msg, msglen, "conv 1x1 as a GEMM, the %s path (configuration %d, %dx%dx%d)",
+                 fp_gemm_path_name(plan.path), plan.config, plan.bm, plan.bn, plan.bk);
+      return err;
+    }
+  }
   ConvPath path = PATH_SIMT;
 #ifdef FUSEPORT_GEMM_SM90
   if ((kSm90Auto ? force != FP_GEMM_PATH_SIMT && force != FP_GEMM_PATH_SM80
@@ -736,20 +820,20 @@ extern "C" cudaError_t fp_cuda_conv_launch(fp_kernel_id id, const fp_karg *args,
   switch (path) {
 #ifdef FUSEPORT_GEMM_SM90
   case PATH_SM90:
-    cfg = fpconv::sm90_pick(p, env->sm_count);
+    cfg = row_of(fpconv::sm90_pick(p, env->sm_count), fpconv::sm90_config_name);
     err = fpconv::sm90_run(p, cfg, env->sm_count, env->stream);
     name = "sm90";
     cfg_name = fpconv::sm90_config_name(cfg);
     break;
 #endif
   case PATH_SM80:
-    cfg = fpconv::sm80_pick(p, env->sm_count);
+    cfg = row_of(fpconv::sm80_pick(p, env->sm_count), fpconv::sm80_config_name);
     err = fpconv::sm80_run(p, cfg, env->stream);
     name = "sm80";
     cfg_name = fpconv::sm80_config_name(cfg);
     break;
   default:
-    cfg = fpconv::simt_pick(p, env->sm_count);
+    cfg = row_of(fpconv::simt_pick(p, env->sm_count), fpconv::simt_config_name);
     err = fpconv::simt_run(p, cfg, env->stream);
     name = "simt";
     cfg_name = fpconv::simt_config_name(cfg);

@@ -16,8 +16,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "device_common.cuh"
 #include "cuda/gemm_plan.h"
+#include "device_common.cuh"
 #include "gemm_common.cuh"
 
 namespace fpgemm {
@@ -125,6 +125,32 @@ static cudaError_t run_plan2(const fp_gemm_plan &plan, const fpgemm::Problem2 &p
   default:
     return cudaErrorNotSupported;
   }
+}
+
+cudaError_t fpgemm::run_view(const Problem &p, const fp_gemm_device &dev, int force_path,
+                             cudaStream_t stream, bool *planned, fp_gemm_plan *plan) {
+  *planned = false;
+  if (FP_EPI_PAIRED(p.epilogue) || !epilogue_known(p.epilogue))
+    return cudaSuccess;
+  fp_gemm_request req;
+  memset(&req, 0, sizeof req);
+  req.dtype = p.dtype;
+  req.M = p.M;
+  req.N = p.N;
+  req.K = p.K;
+  req.epilogue = p.epilogue;
+  req.trans_b = p.trans_b != 0;
+  req.lda = p.lda;
+  req.ldb = p.ldb;
+  req.no_split = true;
+  char why[256];
+  if (!fp_gemm_plan_make(&req, &dev, (fp_gemm_path)force_path, plan, why, sizeof why) ||
+      plan->split_k != 1)
+    return cudaSuccess;
+  if (check_rows(*plan, p.dtype, p.a, p.lda, p.b, p.ldb, why, sizeof why) != cudaSuccess)
+    return cudaSuccess;
+  *planned = true;
+  return run_plan(*plan, p, stream);
 }
 
 /* Device time of one run of f, in microseconds: the median of three after

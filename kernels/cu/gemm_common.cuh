@@ -25,6 +25,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "cuda/gemm_plan.h"
 #include "fp_device_common.h"
 
 namespace fpgemm {
@@ -63,10 +64,31 @@ struct Problem {
   unsigned long long ws_bytes;
   long long M, N, K;  /* out is [M, N]; B has N columns, 2N when paired */
   long long lda, ldb; /* leading dimensions of a and b, in elements */
-  int epilogue;       /* FP_EPI_* */
+  int epilogue;       /* FP_EPI_*, or FP_CONV_EPI_BN (a convolution's GEMM view) */
   int trans_b;        /* b is [N(2N), K] */
   int dtype;          /* FP_F32, FP_F16, FP_BF16 */
+  /* FP_CONV_EPI_BN only: mean, var, gamma, beta, each [N], and eps. Not a
+   * gemm_<dt> epilogue: conv.cu's 1x1 convolutions run as plain GEMMs
+   * (run_view, gemm.cu) and bring their batch-norm along. */
+  const void *bn[4] = {nullptr, nullptr, nullptr, nullptr};
+  float eps = 0.0f;
 };
+
+/* The GEMM core seen from another family (gemm.cu): runs p, which has an
+ * unpaired epilogue and no workspace, on the path and configuration the
+ * planner picks for it (never split-K), as gemm_<dt> would; force_path as
+ * FUSEPORT_CUDA_GEMM_PATH. *planned false: no path runs p here (a forced
+ * path that cannot, rows a tensor-core path cannot load), nothing was
+ * launched, and the caller uses its own kernels. conv.cu runs its 1x1
+ * convolutions this way. */
+cudaError_t run_view(const Problem &p, const fp_gemm_device &dev, int force_path,
+                     cudaStream_t stream, bool *planned, fp_gemm_plan *plan);
+
+/* Whether a path runs this epilogue kind: gemm_<dt>'s FP_EPI_* and the
+ * convolutions' batch-norm (unpaired, EpiLinear). */
+__host__ __device__ inline bool epilogue_known(int e) {
+  return (e >= 0 && e < FP_EPI_COUNT) || e == FP_CONV_EPI_BN;
+}
 
 /* The arguments of gemm2_<dt>: out[M, P] = round(a @ B)[M, N] @ d[N, P]. */
 struct Problem2 {
@@ -128,18 +150,27 @@ struct Config {
  * The formulas are fp_device_common.h's (fp_epilogue_*), shared with the CPU
  * and OpenCL backends. */
 
-/* NONE, BIAS, ADD, RELU, BIAS_RELU, ADD_RELU: a runtime kind (uniform across
- * the kernel, so its branches cost nothing) rather than six instantiations. */
+/* NONE, BIAS, ADD, RELU, BIAS_RELU, ADD_RELU and the convolutions' BN: a
+ * runtime kind (uniform across the kernel, so its branches cost nothing)
+ * rather than seven instantiations. */
 template <class T> struct EpiLinear {
   static constexpr bool kPaired = false;
   struct Params {
-    int kind;      /* FP_EPI_NONE .. FP_EPI_ADD_RELU */
-    const T *bias; /* [N], or nullptr */
-    const T *add;  /* [M, N] row-major (leading dimension N), or nullptr */
-    long long n;   /* N */
+    int kind;       /* FP_EPI_NONE .. FP_EPI_ADD_RELU, FP_CONV_EPI_BN */
+    const T *bias;  /* [N], or nullptr */
+    const T *add;   /* [M, N] row-major (leading dimension N), or nullptr */
+    long long n;    /* N */
+    const T *bn[4]; /* BN: mean, var, gamma, beta [N] (nullptr otherwise) */
+    float eps;      /* BN */
   };
+  __device__ __forceinline__ static float bn_at(const Params &p, long long col, float acc) {
+    return fp_bn(acc, Storage<T>::to_float(p.bn[0][col]), Storage<T>::to_float(p.bn[1][col]),
+                 Storage<T>::to_float(p.bn[2][col]), Storage<T>::to_float(p.bn[3][col]), p.eps);
+  }
   __device__ __forceinline__ static float2 apply(const Params &p, long long row, long long col,
                                                  float2 acc, bool second_valid) {
+    if (p.kind == FP_CONV_EPI_BN)
+      return make_float2(bn_at(p, col, acc.x), second_valid ? bn_at(p, col + 1, acc.y) : 0.0f);
     float2 extra = make_float2(0.0f, 0.0f);
     if (FP_EPI_READS_BIAS(p.kind)) {
       extra.x = Storage<T>::to_float(p.bias[col]);
@@ -204,7 +235,13 @@ template <class K> cudaError_t set_smem(K kernel, int bytes) {
 template <class T, class Epi> struct EpiParamsOf;
 template <class T> struct EpiParamsOf<T, EpiLinear<T>> {
   static typename EpiLinear<T>::Params make(const Problem &p) {
-    return {p.epilogue, static_cast<const T *>(p.bias), static_cast<const T *>(p.add), p.N};
+    return {p.epilogue,
+            static_cast<const T *>(p.bias),
+            static_cast<const T *>(p.add),
+            p.N,
+            {static_cast<const T *>(p.bn[0]), static_cast<const T *>(p.bn[1]),
+             static_cast<const T *>(p.bn[2]), static_cast<const T *>(p.bn[3])},
+            p.eps};
   }
 };
 template <class T> struct EpiParamsOf<T, EpiSplitAct<T>> {

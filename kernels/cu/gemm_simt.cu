@@ -691,8 +691,8 @@ template <int I, int BM, int BN, int BK, int S, int TH, int SM, unsigned F> stru
 
 cudaError_t simt_run(const Problem &p, const Config &c, cudaStream_t stream) {
   if (c.path != FP_GEMM_PATH_SIMT || p.dtype != Storage<float>::kDtype || p.M < 1 || p.N < 1 ||
-      p.K < 1 || p.out == nullptr || p.a == nullptr || p.b == nullptr || p.epilogue < 0 ||
-      p.epilogue >= FP_EPI_COUNT || (p.trans_b != 0 && p.trans_b != 1))
+      p.K < 1 || p.out == nullptr || p.a == nullptr || p.b == nullptr ||
+      !epilogue_known(p.epilogue) || (p.trans_b != 0 && p.trans_b != 1))
     return cudaErrorInvalidValue;
   const long long nb = FP_EPI_PAIRED(p.epilogue) ? 2 * p.N : p.N;
   if (p.lda < p.K || p.ldb < (p.trans_b ? p.K : nb))

@@ -612,7 +612,7 @@ bool operands_ok(const void *a, const void *b, long long lda, long long ldb) {
 
 cudaError_t sm80_run(const Problem &p, const Config &c, cudaStream_t stream) {
   if (c.path != FP_GEMM_PATH_SM80 || p.M < 1 || p.N < 1 || p.K < 1 || p.out == nullptr ||
-      p.epilogue < 0 || p.epilogue >= FP_EPI_COUNT || (p.trans_b != 0 && p.trans_b != 1))
+      !epilogue_known(p.epilogue) || (p.trans_b != 0 && p.trans_b != 1))
     return cudaErrorInvalidValue;
   const long long nb = FP_EPI_PAIRED(p.epilogue) ? 2 * p.N : p.N;
   if (!operands_ok(p.a, p.b, p.lda, p.ldb) || p.lda < p.K || p.ldb < (p.trans_b ? p.K : nb))

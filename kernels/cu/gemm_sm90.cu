@@ -694,7 +694,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 cudaError_t sm90_run(const Problem &p, const Config &c, cudaStream_t stream) {
   if (!dtype_ok(p.dtype) || p.out == nullptr || p.M < 1 || p.N < 1 || p.K < 1 || p.M > kMaxCoord ||
-      p.K > kMaxCoord || p.epilogue < 0 || p.epilogue >= FP_EPI_COUNT)
+      p.K > kMaxCoord || !epilogue_known(p.epilogue))
     return cudaErrorInvalidValue;
   const long long nb = FP_EPI_PAIRED(p.epilogue) ? 2 * p.N : p.N;
   if (nb > kMaxCoord || !operand_ok(p.a, p.lda, p.K) ||

@@ -287,6 +287,7 @@ __device__ __forceinline__ void epilogue(const GemmArgs<T, Epi> &args, const CUt
         FP_SM90_KIND(FP_EPI_RELU)
         FP_SM90_KIND(FP_EPI_BIAS_RELU)
         FP_SM90_KIND(FP_EPI_ADD_RELU)
+        FP_SM90_KIND(FP_CONV_EPI_BN)
 #undef FP_SM90_KIND
       default:
         break;

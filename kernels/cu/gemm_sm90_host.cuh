@@ -2,7 +2,7 @@
  * maps (encode_b), the argument checks (kMaxCoord, operand_ok, dtype_ok,
  * device_info: compute capability 9.0 and the SM count), the kernels'
  * shared-memory opt-in, once per device (KernelOnce, prepare), the GEMM and
- * gemm2 launches (epi_params, launch_gemm, run_row, launch_gemm2, run2_row),
+ * gemm2 launches (launch_gemm, run_row, launch_gemm2, run2_row),
  * the compile-time check of gemm_sm90_configs.h's rows (row_ok) and the
  * kernel stubs (StubList, stubs_*). The exports that use them (sm90_run,
  * sm90_run2, sm90_kernel_stubs) are at the end of gemm_sm90.cu.
@@ -79,16 +79,6 @@ cudaError_t prepare(KernelOnce<Kernel> &once, Kernel kernel, int smem_bytes) {
 
 /* ---- host: the GEMM launch ----------------------------------------------------------------- */
 
-template <class T> typename EpiLinear<T>::Params epi_params(const Problem &p, EpiLinear<T> *) {
-  return {p.epilogue, static_cast<const T *>(p.bias), static_cast<const T *>(p.add), p.N};
-}
-template <class T> typename EpiSplitAct<T>::Params epi_params(const Problem &p, EpiSplitAct<T> *) {
-  return {p.N};
-}
-template <class T> typename EpiGeglu<T>::Params epi_params(const Problem &p, EpiGeglu<T> *) {
-  return {static_cast<const T *>(p.bias), p.N};
-}
-
 template <class T, class Epi, int BN, int STAGES, int CL, bool kSplit, bool kTransB>
 cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
   constexpr int kOutC = Epi::kPaired ? BN / 2 : BN;
@@ -105,7 +95,7 @@ cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
   const bool shifted = Epi::kPaired && !p.trans_b && (p.N & 7) != 0;
   const int out_cols = !Epi::kPaired ? BN : shifted ? BN / 2 - 8 : BN / 2;
   GemmArgs<T, Epi> args;
-  args.ep = epi_params<T>(p, static_cast<Epi *>(nullptr));
+  args.ep = EpiParamsOf<T, Epi>::make(p);
   args.out = static_cast<T *>(p.out);
   args.ws = p.ws;
   args.M = static_cast<int>(p.M);
