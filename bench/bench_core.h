@@ -179,6 +179,16 @@ uint64_t fp_bench_flush_bytes(uint64_t l2_cache_bytes);
 int64_t fp_bench_rep_count(const fp_bench_spec *s, double exec_ms, double flush_ms);
 /* Untimed warm-up runs: warmup_ms / exec_ms, at most max_reps (0 if warmup_ms is 0). */
 int64_t fp_bench_warmup_count(const fp_bench_spec *s, double exec_ms);
+/* Flushes enqueued ahead of each timed run, so that the GPU is still busy
+ * with them when the host has issued the run: a run whose host side takes
+ * longer than one flush (a library call's heuristics, a planned launch)
+ * would otherwise start late and the wait would be timed. The count covers
+ * 1.25x the host's issue time (issue_ms, measured over the warm-up) with
+ * flushes of flush_ms each; 1 where either is unknown, at most
+ * FP_BENCH_MAX_FLUSHES. PyTorch's harness (bench/torch_bench.py) does the
+ * same with a GPU sleep. */
+#define FP_BENCH_MAX_FLUSHES 64
+int fp_bench_flush_count(double issue_ms, double flush_ms);
 /* The flush buffer a run of s on dev uses: s->flush_bytes, else the rule. */
 uint64_t fp_bench_run_flush_bytes(const fp_bench_spec *s, const fp_device_info *dev);
 

@@ -57,6 +57,13 @@ int64_t fp_bench_rep_count(const fp_bench_spec *s, double exec_ms, double flush_
   return (int64_t)n;
 }
 
+int fp_bench_flush_count(double issue_ms, double flush_ms) {
+  if (!(issue_ms > 0) || !(flush_ms > 0))
+    return 1;
+  const double n = ceil(1.25 * issue_ms / flush_ms);
+  return n < 1 ? 1 : n > FP_BENCH_MAX_FLUSHES ? FP_BENCH_MAX_FLUSHES : (int)n;
+}
+
 uint64_t fp_bench_run_flush_bytes(const fp_bench_spec *s, const fp_device_info *dev) {
   return s->flush_bytes > 0 ? (s->flush_bytes + 4095) & ~(uint64_t)4095
                             : fp_bench_flush_bytes(dev->l2_cache_bytes);

@@ -267,6 +267,12 @@ static void test_stats_and_rules(void **state) {
   s.reps = 3;
   assert_int_equal(fp_bench_rep_count(&s, 1e-6, 0.0), 3);
   assert_int_equal(fp_bench_warmup_count(&s, 1.0), 10);
+  /* flushes ahead of a run: 1.25x the host's issue time, 1 when unknown */
+  assert_int_equal(fp_bench_flush_count(0.010, 0.025), 1);
+  assert_int_equal(fp_bench_flush_count(0.070, 0.025), 4);
+  assert_int_equal(fp_bench_flush_count(0.0, 0.025), 1);
+  assert_int_equal(fp_bench_flush_count(0.080, 0.0), 1);
+  assert_int_equal(fp_bench_flush_count(100.0, 0.001), FP_BENCH_MAX_FLUSHES);
   assert_int_equal(fp_bench_warmup_count(&s, 100.0), 1);
   s.warmup_ms = 0;
   assert_int_equal(fp_bench_warmup_count(&s, 1.0), 0);
