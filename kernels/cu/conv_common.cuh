@@ -102,7 +102,7 @@ __device__ __forceinline__ long long out_col_step(const Geom &g) { return g.nhwc
 
 /* The epilogue of conv_<dt> on one float accumulator: FP_EPI_NONE ..
  * FP_EPI_ADD_RELU (fp_epilogue_unpaired, per output channel k; ADD reads
- * v[0] at the output's own index) or FP_CONV_EPI_BN (fp_bn). The kind is
+ * v[0] at the output's own index) or FP_CONV_EPI_BN (fpgemm::bn_apply). The kind is
  * uniform over the launch, so its branches cost nothing. */
 template <class T> struct Epi {
   int kind;
@@ -111,8 +111,8 @@ template <class T> struct Epi {
 
   __device__ __forceinline__ float apply(float acc, int k, long long idx) const {
     if (kind == FP_CONV_EPI_BN)
-      return fp_bn(acc, Storage<T>::to_float(v0[k]), Storage<T>::to_float(v1[k]),
-                   Storage<T>::to_float(v2[k]), Storage<T>::to_float(v3[k]), eps);
+      return fpgemm::bn_apply(acc, Storage<T>::to_float(v0[k]), Storage<T>::to_float(v1[k]),
+                              Storage<T>::to_float(v2[k]), Storage<T>::to_float(v3[k]), eps);
     float extra = 0.0f;
     if (FP_EPI_READS_BIAS(kind))
       extra = Storage<T>::to_float(v0[k]);
