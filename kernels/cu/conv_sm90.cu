@@ -1,44 +1,39 @@
 /* fuseport CUDA kernels, family conv, path SM90: implicit GEMM on Hopper
- * (sm_90a) tensor cores: wgmma with both operands in shared memory, an
- * mbarrier pipeline, warp-specialised producers and consumers.
+ * (sm_90a) tensor cores: wgmma with both operands in shared memory, both
+ * loaded by TMA (the input through an im2col tensor map), an mbarrier
+ * pipeline, warp-specialised producer and consumers.
  * Semantics: kernels.def, family conv; the shared parts: conv_common.cuh;
- * the PTX wrappers: mma_sm90.cuh; the plan and the other paths: conv.cu.
- * Built only for sm_90a (CMakeLists.txt's fuseport_cuda_sm90 library).
+ * the PTX wrappers and the tensor maps: mma_sm90.cuh; the plan and the
+ * other paths: conv.cu. Built only for sm_90a (CMakeLists.txt's
+ * fuseport_cuda_sm90 library).
  *
  * Eligible (sm90_eligible): f16/bf16, NHWC, C % 64 == 0, K % 8 == 0, x and
- * w 16-byte aligned (conv.cu adds: compute capability 9.0). GEMM-M =
- * N*P*Q pixels, GEMM-N = K channels, GEMM-K = R*S*C in NHWC order
- * kk = (r S + s) C + c. Since C % 64 == 0, k-block kb (64 wide) is the 64
- * channels c0 = 64 (kb % (C/64)) .. c0 + 63 of the single tap
- * t = kb / (C/64), (r, s) = (t / S, t % S): row m of the A block is 128
- * contiguous bytes of x (pixel m's input at that tap), or zeros for a
- * padding tap or a row past M. No k tail: kblocks = R*S*C / 64 exactly.
+ * w 16-byte aligned, and a geometry TMA's im2col mode takes (padding up to
+ * 127, (R - 1) dil and (S - 1) dil at most pad + 128, stride up to 8;
+ * conv.cu adds: compute capability 9.0). GEMM-M = N*P*Q pixels, GEMM-N =
+ * K channels, GEMM-K = R*S*C in NHWC order kk = (r S + s) C + c. Since
+ * C % 64 == 0, k-block kb (64 wide) is the 64 channels c0 = 64 (kb % (C/64))
+ * .. c0 + 63 of the single tap t = kb / (C/64), (r, s) = (t / S, t % S).
+ * No k tail: kblocks = R*S*C / 64 exactly.
+ *
+ * The A block of a k-block is one TMA im2col box (encode_im2col_nhwc): the
+ * 64 channels from c0 of the 128 output pixels m0 .. m0 + 127 of the tile,
+ * each read at its tap (h0 + r dil, w0 + s dil), zeros for padding taps and
+ * for pixels past M (the traversal runs into image N, outside the tensor).
+ * The box starts at the input coordinates of pixel m0's tap (0, 0)
+ * (h0 = p stride - pad, w0 = q stride - pad, image n) and the tap is the
+ * instruction's im2col offset (s dil, r dil); the map's bounding box makes
+ * TMA step through the output pixels in (n, p, q) order. 128B swizzle: the
+ * layout wgmma's K-major descriptors read.
  *
  * Shape of a block (384 threads, one block an SM, persistent over tiles
  * u = blockIdx.x, + gridDim.x, ...; tile u = (u / tiles_n, u % tiles_n),
  * the channel tiles fastest so the tiles in flight share their pixels):
- *   warpgroup 0, the producer (registers cut to kProducerRegs):
- *     - B: thread 0 issues one TMA box per k-block, 64 k-columns x BN
- *       filter rows of w viewed as a row-major [K, R*S*C] matrix (the GEMM
- *       core's trans_b operand, K-major), 128B swizzle; rows past K are
- *       zero-filled by TMA (their outputs are never stored);
- *     - A: all 128 threads gather the 128 x 64 im2col block with cp.async
- *       16-byte copies (src-size 0: zero fill) straight into the layout a
- *       128B-swizzled TMA box has (16-byte chunk c of row r at c ^ (r % 8)).
- *       Lane l of warp w copies chunk l % 8 (channels 8 (l % 8) ..) of rows
- *       32 w + l / 8 + 4 i, i < 8: a warp instruction covers 4 whole
- *       128-byte rows (4 L2 lines, coalesced) and writes 4 x 8 chunks that
- *       hit every bank once per 8 rows. Each thread keeps its 8 pixels'
- *       offsets in x at tap (0, 0) and (h0, w0), computed once a tile; the
- *       tap digits (r, s, c0) advance by one k-block without division.
- *     A thread commits one cp.async group per k-block and keeps kLag =
- *     STAGES - 2 of them in flight: after committing k-block i it waits
- *     for group i - kLag (cp.async.wait_group kLag), fences the async proxy
- *     (wgmma reads shared memory through it) and each warp's lane 0 arrives
- *     on that stage's `full` barrier (__syncwarp first, as in
- *     gemm_dw_sm90.cu). kLag <= STAGES - 2 keeps this deadlock-free: the
- *     producer's wait for stage i's `empty` needs the consumers to have
- *     issued k-block i - STAGES + 1, signalled at iteration i - 1.
+ *   warpgroup 0, the producer (registers cut to kProducerRegs): thread 0
+ *     issues, per k-block, the A box and the B box (64 k-columns x BN
+ *     filter rows of w viewed as a row-major [K, R*S*C] matrix, the GEMM
+ *     core's trans_b operand; rows past K zero-filled, their outputs never
+ *     stored) into the next stage, after waiting for that stage's `empty`;
  *   warpgroups 1 and 2, the consumers (registers raised to kConsumerRegs):
  *     rows [0, 64) and [64, 128) of the tile, one wgmma m64nBNk16 per k16
  *     step, A and B K-major (gemm_sm90.cu's trans_b descriptors), one
@@ -50,9 +45,8 @@
  *     exchange their pairs so that each holds 8 consecutive channels) when
  *     out is 16-byte aligned, else pairs. The producer runs ahead into the
  *     next tile's stages meanwhile.
- * `full` counts 1 + 4 arrivals (thread 0's arrive.expect_tx for the B box's
- * bytes, then one per producer warp once its copies landed and are fenced);
- * `empty` counts 8 (every consumer warp).
+ * `full` counts 1 arrival (thread 0's arrive.expect_tx for both boxes'
+ * bytes); `empty` counts 8 (every consumer warp).
  *
  * Tiles (sm90_pick chooses): 128 x 256 (4 stages), 128 x 128 (6 stages),
  * 128 x 64 (8 stages); 192 KiB of stages each.
@@ -64,7 +58,6 @@
 #include <stdint.h>
 
 #include "conv_common.cuh"
-#include "mma_sm80.cuh"
 #include "mma_sm90.cuh"
 
 #if defined(__CUDA_ARCH__) && !FP_SM90A
@@ -83,21 +76,20 @@ constexpr int kBM = 128;           /* two consumer warpgroups of 64 rows */
 constexpr int kBK = 64;            /* 64 channels of one tap: one 128-byte swizzle row */
 constexpr int kRowBytes = 128;     /* a swizzled row */
 constexpr int kThreads = 384;      /* producer warpgroup + 2 consumer warpgroups */
-constexpr int kProducerRegs = 88;  /* 8 pixels (offset, h0, w0), tap digits: 56 and 80 spilled */
-constexpr int kConsumerRegs = 208; /* up to 128 accumulators + the epilogue */
+constexpr int kProducerRegs = 40;  /* one thread computes coordinates */
+constexpr int kConsumerRegs = 232; /* up to 128 accumulators + the epilogue */
 constexpr int kABytes = kBM * kRowBytes;
 constexpr int kSmemLimit = 232448; /* the H100's per-block opt-in (227 KiB) */
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "the SM's register file");
 
 template <int BN_, int STAGES_> struct Cfg {
   static constexpr int BN = BN_, STAGES = STAGES_;
-  static constexpr int kLag = STAGES - 2; /* k-blocks in flight per producer thread */
   static constexpr int kBBytes = BN * kRowBytes;
   static constexpr int kStageBytes = kABytes + kBBytes; /* A, then B: both 1024-aligned */
   static constexpr int kBarOffset = STAGES * kStageBytes;
   static constexpr int kSmem = 1024 + kBarOffset + 2 * STAGES * 8;
   static_assert(BN % 64 == 0 && BN <= 256, "wgmma N, one TMA box");
-  static_assert(kLag >= 1 && kSmem <= kSmemLimit, "pipeline");
+  static_assert(STAGES >= 2 && kSmem <= kSmemLimit, "pipeline");
 };
 
 using Cfg0 = Cfg<256, 4>;
@@ -132,61 +124,6 @@ template <class CF> struct Smem {
 __device__ __forceinline__ uint64_t desc_k(uint32_t tile, int kk) {
   return make_smem_desc_sw128(tile + 32 * kk, 16, 8 * kRowBytes);
 }
-
-using fpmma::cp_async_16; /* mma_sm80.cuh: cp.async with zero fill */
-using fpmma::cp_async_commit;
-using fpmma::cp_async_wait;
-
-/* The producer's A gather (see the top of the file). */
-template <class T> struct Gather {
-  static constexpr int kRows = 8;
-  long long off[kRows]; /* x offset of the row's pixel at tap (0, 0), plus its chunk's channels */
-  int h0[kRows], w0[kRows];
-  unsigned ok; /* bit i: row i is a pixel (< M) */
-  int r, s, c0;
-  uint32_t dst0, dst1; /* shared offsets of rows 0 and 1 (even / odd rows: +1024 per pair) */
-
-  __device__ __forceinline__ void init_lane(int warp, int lane) {
-    const int j = lane & 7, sub = lane >> 3;
-    dst0 = (warp * 32 + sub) * kRowBytes + ((j ^ sub) << 4);
-    dst1 = (warp * 32 + sub + 4) * kRowBytes + ((j ^ (sub + 4)) << 4);
-  }
-  __device__ __forceinline__ void init_tile(const Geom &g, long long m0, int warp, int lane) {
-    const int j = lane & 7, sub = lane >> 3;
-    ok = 0;
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      const long long m = m0 + warp * 32 + sub + 4 * i;
-      const Pixel px = pixel_of(g, m < g.M ? m : 0);
-      h0[i] = px.h0;
-      w0[i] = px.w0;
-      off[i] = px.base + ((long long)px.h0 * g.W + px.w0) * g.C + 8 * j;
-      ok |= (m < g.M ? 1u : 0u) << i;
-    }
-    r = s = c0 = 0;
-  }
-  /* issues the copies of the current k-block into the A block at sa, then
-   * moves to the next k-block's tap digits */
-  __device__ __forceinline__ void copy(const T *x, const Geom &g, uint32_t sa) {
-    const int dh = r * g.dil, dw = s * g.dil;
-    const long long tap = ((long long)dh * g.W + dw) * g.C + c0;
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      const int h = h0[i] + dh, w = w0[i] + dw;
-      const bool v = ((ok >> i) & 1u) && (unsigned)h < (unsigned)g.H && (unsigned)w < (unsigned)g.W;
-      const uint32_t dst = sa + ((i & 1) ? dst1 : dst0) + (i >> 1) * (8 * kRowBytes);
-      cp_async_16(dst, v ? x + off[i] + tap : x, v ? 16 : 0);
-    }
-    c0 += kBK;
-    if (c0 == g.C) {
-      c0 = 0;
-      if (++s == g.S) {
-        s = 0;
-        ++r;
-      }
-    }
-  }
-};
 
 /* Rounds and stores a consumer thread's accumulators for rows m (h = 0) and
  * m + 8 (h = 1), channels n0 + 8 j + 2 q + {0, 1} (q = lane % 4). kVec:
@@ -223,7 +160,8 @@ __device__ __forceinline__ void store_tile(const Args<T> &a, const float (&acc)[
 
 template <class T, class CF>
 __global__ void __launch_bounds__(kThreads, 1)
-    conv_sm90_kernel(const __grid_constant__ CUtensorMap tma_w, const Args<T> args) {
+    conv_sm90_kernel(const __grid_constant__ CUtensorMap tma_x,
+                     const __grid_constant__ CUtensorMap tma_w, const Args<T> args) {
 #if FP_SM90A
   constexpr int BN = CF::BN, STAGES = CF::STAGES;
   extern __shared__ uint8_t smem_raw[];
@@ -233,8 +171,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(sm.full(s), 1 + 4); /* expect_tx + the 4 producer warps */
-      mbar_init(sm.empty(s), 8);    /* every consumer warp */
+      mbar_init(sm.full(s), 1);  /* the producer's arrive.expect_tx */
+      mbar_init(sm.empty(s), 8); /* every consumer warp */
     }
     fence_mbar_init();
   }
@@ -244,40 +182,36 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int first = static_cast<int>(blockIdx.x), step = static_cast<int>(gridDim.x);
 
   if (threadIdx.x < 128) {
-    /* ---- the producer warpgroup ---- */
+    /* ---- the producer warpgroup: thread 0 issues every copy ---- */
     setmaxnreg_dec<kProducerRegs>();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (threadIdx.x == 0)
-      tma_prefetch_map(&tma_w);
-    Gather<T> ga;
-    ga.init_lane(warp, lane);
-    int stage = 0, sig = 0; /* the stage to fill, the oldest one not yet signalled */
-    int pending = 0;        /* k-blocks copied, not yet signalled (<= kLag) */
+    if (threadIdx.x != 0)
+      return;
+    tma_prefetch_map(&tma_x);
+    tma_prefetch_map(&tma_w);
+    int stage = 0;
     uint32_t phase = 0;
-    const auto signal = [&]() {
-      fence_proxy_async(); /* the copies (complete: cp.async.wait_group) before wgmma's reads */
-      __syncwarp();
-      if (lane == 0)
-        mbar_arrive(sm.full(sig));
-      if (++sig == STAGES)
-        sig = 0;
-    };
     for (int u = first; u < args.tiles; u += step) {
       const int tm = u / args.tiles_n, tn = u - tm * args.tiles_n;
-      ga.init_tile(g, static_cast<long long>(tm) * kBM, warp, lane);
+      /* the tile's first pixel and the input coordinates of its tap (0, 0) */
+      const long long m0 = static_cast<long long>(tm) * kBM;
+      const long long n = m0 / g.PQ;
+      const int pq = static_cast<int>(m0 - n * g.PQ);
+      const int p = pq / g.Q, q = pq - p * g.Q;
+      const int h0 = p * g.stride - g.pad, w0 = q * g.stride - g.pad;
+      int r = 0, s = 0, c0 = 0; /* the k-block's tap and channels */
       for (int kb = 0; kb < args.kblocks; ++kb) {
         mbar_wait(sm.empty(stage), phase ^ 1u);
-        if (threadIdx.x == 0) {
-          mbar_arrive_expect_tx(sm.full(stage), CF::kBBytes);
-          tma_load_2d(sm.b(stage), &tma_w, sm.full(stage), kb * kBK, tn * BN);
-        }
-        ga.copy(args.x, g, sm.a(stage));
-        cp_async_commit();
-        if (pending == CF::kLag) {
-          cp_async_wait<CF::kLag>(); /* the oldest pending k-block has landed */
-          signal();
-        } else {
-          ++pending;
+        mbar_arrive_expect_tx(sm.full(stage), kABytes + CF::kBBytes);
+        tma_load_2d(sm.b(stage), &tma_w, sm.full(stage), kb * kBK, tn * BN);
+        tma_load_im2col_4d(sm.a(stage), &tma_x, sm.full(stage), c0, w0, h0, static_cast<int>(n),
+                           static_cast<uint16_t>(s * g.dil), static_cast<uint16_t>(r * g.dil));
+        c0 += kBK;
+        if (c0 == g.C) {
+          c0 = 0;
+          if (++s == g.S) {
+            s = 0;
+            ++r;
+          }
         }
         if (++stage == STAGES) {
           stage = 0;
@@ -285,9 +219,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
-    cp_async_wait<0>();
-    for (; pending > 0; --pending)
-      signal();
     return;
   }
 
@@ -351,6 +282,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     store_tile<T, BN>(args, acc, m, n0, lane);
   }
 #else
+  (void)tma_x;
   (void)tma_w;
   (void)args;
   __trap(); /* built for sm_90a only */
@@ -374,16 +306,23 @@ cudaError_t launch(const Problem &p, int sm_count, cudaStream_t stream) {
   a.tiles = static_cast<int>(tiles);
   a.kblocks = static_cast<int>(kblocks);
   a.out16 = (reinterpret_cast<uintptr_t>(p.out) & 15u) == 0;
+  /* x through an im2col map: boxes of 64 channels x kBM output pixels */
+  CUtensorMap map_x;
+  cudaError_t err = encode_im2col_nhwc(&map_x, p.dtype, p.x, p.N, p.H, p.W, p.C, a.g.R, a.g.S,
+                                       a.g.stride, a.g.pad, a.g.dil, kBK, kBM);
+  if (err != cudaSuccess)
+    return err;
   /* w as a row-major [K, R*S*C] matrix: boxes of 64 k-columns x BN rows */
   CUtensorMap map;
-  cudaError_t err = encode_2d(&map, p.dtype, p.w, a.g.KG, p.K, a.g.KG, kBK, CF::BN);
+  err = encode_2d(&map, p.dtype, p.w, a.g.KG, p.K, a.g.KG, kBK, CF::BN);
   if (err != cudaSuccess)
     return err;
   err = fpgemm::set_smem(conv_sm90_kernel<T, CF>, CF::kSmem);
   if (err != cudaSuccess)
     return err;
   const long long grid = tiles < sm_count ? tiles : (sm_count > 0 ? sm_count : 1);
-  conv_sm90_kernel<T, CF><<<static_cast<unsigned>(grid), kThreads, CF::kSmem, stream>>>(map, a);
+  conv_sm90_kernel<T, CF>
+      <<<static_cast<unsigned>(grid), kThreads, CF::kSmem, stream>>>(map_x, map, a);
   return cudaGetLastError();
 }
 
@@ -403,8 +342,11 @@ bool aligned16(const void *ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u
 } // namespace
 
 bool sm90_eligible(const Problem &p) {
+  /* encode_im2col_nhwc's limits: the bounding box's corners in [-128, 127] */
+  const long long lo_h = p.pad - (p.R - 1) * p.dil, lo_w = p.pad - (p.S - 1) * p.dil;
   return (p.dtype == Storage<__half>::kDtype || p.dtype == Storage<__nv_bfloat16>::kDtype) &&
-         p.nhwc && p.C % 64 == 0 && p.K % 8 == 0 && aligned16(p.x) && aligned16(p.w);
+         p.nhwc && p.C % 64 == 0 && p.K % 8 == 0 && aligned16(p.x) && aligned16(p.w) &&
+         p.pad <= 127 && lo_h >= -128 && lo_w >= -128 && p.stride <= 8;
 }
 
 /* The row with the least estimated time: waves of the persistent grid's

@@ -156,6 +156,19 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map
                "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
                : "memory");
 }
+/* An im2col box of a 4-D NHWC tensor map (encode_im2col_nhwc): the channels
+ * [c, c + channelsPerPixel) of pixelsPerColumn consecutive pixels of the
+ * map's traversal, starting at input pixel (n, h, w), each read at
+ * (h + off_h, w + off_w) (a filter tap), zeros outside the image. */
+__device__ __forceinline__ void tma_load_im2col_4d(uint32_t dst, const CUtensorMap *map,
+                                                   uint32_t bar, int c, int w, int h, int n,
+                                                   uint16_t off_w, uint16_t off_h) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%3, %4, %5, %6}], [%2], {%7, %8};" ::"r"(dst),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c), "r"(w), "r"(h), "r"(n),
+               "h"(off_w), "h"(off_h)
+               : "memory");
+}
 /* Pulls a box into L2 only (no shared memory, no barrier): a later load
  * of it then hits L2. */
 __device__ __forceinline__ void tma_prefetch_l2_2d(const CUtensorMap *map, int c0, int c1) {
@@ -519,6 +532,55 @@ inline cudaError_t encode_2d(CUtensorMap *map, int dtype, const void *ptr, long 
   const CUresult r = fn(map, ty, 2, const_cast<void *>(ptr), dims, strides, box, estrides,
                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+inline PFN_cuTensorMapEncodeIm2col_v12000 encode_im2col_fn() {
+  static const PFN_cuTensorMapEncodeIm2col_v12000 fn = [] {
+    void *p = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeIm2col", &p, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      return static_cast<PFN_cuTensorMapEncodeIm2col_v12000>(nullptr);
+    return reinterpret_cast<PFN_cuTensorMapEncodeIm2col_v12000>(p);
+  }();
+  return fn;
+}
+
+/* The im2col map of a 16-bit NHWC input x [N, H, W, C] (dtype as in
+ * encode_2d) for a convolution with an R x S filter, stride, padding pad
+ * and dilation dil: a box is `channels` channels (128B swizzle) of `pixels`
+ * output pixels in (n, p, q) order. The traversal walks the bounding box
+ * of the filter's top-left tap, [-pad, H + pad - (R - 1) dil - 1] x
+ * [-pad, W + pad - (S - 1) dil - 1], in steps of `stride`: exactly the P x Q
+ * output pixels, image after image. The corners must fit TMA's signed
+ * 8-bit range for 4-D maps ([-128, 127]) and stride its traversal steps
+ * (<= 8): cudaErrorNotSupported where they do not. */
+inline cudaError_t encode_im2col_nhwc(CUtensorMap *map, int dtype, const void *x, long long N,
+                                      long long H, long long W, long long C, int R, int S,
+                                      int stride, int pad, int dil, int channels, int pixels) {
+  const int lo = -pad, hi_h = pad - (R - 1) * dil, hi_w = pad - (S - 1) * dil;
+  if (lo < -128 || hi_h < -128 || hi_w < -128 || pad > 127 || stride > 8)
+    return cudaErrorNotSupported;
+  const PFN_cuTensorMapEncodeIm2col_v12000 fn = encode_im2col_fn();
+  if (fn == nullptr)
+    return cudaErrorNotSupported;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(C), static_cast<cuuint64_t>(W),
+                              static_cast<cuuint64_t>(H), static_cast<cuuint64_t>(N)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(C) * 2u,
+                                 static_cast<cuuint64_t>(W * C) * 2u,
+                                 static_cast<cuuint64_t>(H * W * C) * 2u};
+  const int lower[2] = {lo, lo};     /* W, H */
+  const int upper[2] = {hi_w, hi_h}; /* W, H */
+  const cuuint32_t estrides[4] = {1, static_cast<cuuint32_t>(stride),
+                                  static_cast<cuuint32_t>(stride), 1};
+  const CUtensorMapDataType ty =
+      dtype == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUresult r = fn(map, ty, 4, const_cast<void *>(x), dims, strides, lower, upper,
+                        static_cast<cuuint32_t>(channels), static_cast<cuuint32_t>(pixels),
+                        estrides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
