@@ -483,13 +483,15 @@ static const int64_t cv_default[] = {32, 64,  56, 56, 64,  3, 1, 32, 128,  28, 2
                                      32, 256, 14, 14, 256, 3, 1, 32, 512,  7,  7,  512, 3, 1,
                                      32, 256, 56, 56, 64,  1, 1, 32, 1024, 14, 14, 256, 1, 1};
 /* odd shapes for `check`: C = 1, 3, 17; H = W = 1, 7, 33; stride 2; a 7x7
- * filter; channel counts that take the tensor-core paths (multiples of 8);
- * 1x1 filters at stride 1, which CUDA runs as plain GEMMs (M = 1: the
- * skinny path; 98 and 429 rows, C = 8 and 72: a k-tail on the tensor cores) */
+ * filter; channel counts that take the tensor-core paths (multiples of 8;
+ * of 64 for CUDA's Hopper path: 64 x 14 x 14, and 64 x 9 x 11 at stride 2
+ * with 60 pixels and 40 filters, tails of both tile sides); 1x1 filters at
+ * stride 1, which CUDA runs as plain GEMMs (M = 1: the skinny path; 98 and
+ * 429 rows, C = 8 and 72: a k-tail on the tensor cores) */
 static const int64_t cv_check[] = {
-    1, 1,  1,  1, 1, 1,  1,  2,  3,  7,  7, 5, 3,  1, 3, 17, 33, 33, 8,  3,  2,  2,  8,  7,
-    7, 17, 1,  1, 1, 3,  33, 33, 16, 7,  2, 2, 16, 9, 9, 8,  3,  1,  1,  64, 14, 14, 64, 3,
-    1, 4,  32, 8, 8, 24, 1,  2,  2,  24, 1, 1, 40, 3, 1, 3,  72, 11, 13, 40, 1,  1};
+    1, 1,  1, 1, 1,  1,  1,  2, 3,  7, 7,  5, 3,  1,  3,  17, 33, 33, 8,  3,  2,  2,  8,  7, 7,  17,
+    1, 1,  1, 3, 33, 33, 16, 7, 2,  2, 16, 9, 9,  8,  3,  1,  1,  64, 14, 14, 64, 3,  1,  4, 32, 8,
+    8, 24, 1, 2, 2,  24, 1,  1, 40, 3, 1,  3, 72, 11, 13, 40, 1,  1,  2,  64, 9,  11, 40, 3, 2};
 
 #define CV_PARAMS(...)                                                                             \
   {                                                                                                \

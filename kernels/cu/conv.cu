@@ -4,14 +4,12 @@
  * conv_<dt> is PLANNED: the backend hands its arguments to
  * fp_cuda_conv_launch (below), which validates them, picks a path and
  * launches one kernel:
- *   SM90  conv_sm90.cu: implicit GEMM on Hopper tensor cores (wgmma, a
- *         cp.async im2col producer, TMA filters), f16/bf16, NHWC,
- *         C % 64 == 0, K % 8 == 0, x and w 16-byte aligned, compute
- *         capability 9.0, builds with FUSEPORT_GEMM_SM90 only. Correct on
- *         the H100 (211 odd-shape cases) but not faster than SM80 yet (its
- *         epilogue does not overlap the tensor cores): the planner takes it
- *         only when kSm90Auto (below) is true, or when
- *         FUSEPORT_CUDA_GEMM_PATH=sm90 asks for it;
+ *   SM90  conv_sm90.cu: implicit GEMM on Hopper tensor cores (wgmma, TMA
+ *         for both operands, the input through an im2col tensor map),
+ *         f16/bf16, NHWC, C % 64 == 0, K % 8 == 0, x and w 16-byte
+ *         aligned, padding and filter extent within TMA's im2col limits,
+ *         compute capability 9.0, builds with FUSEPORT_GEMM_SM90 only. The
+ *         planner takes it wherever it is eligible (kSm90Auto, below);
  *   SM80  conv_sm80.cu: implicit GEMM on tensor cores (cp.async + ldmatrix
  *         + mma.sync), f16/bf16, NHWC, C % 8 == 0, x and w 16-byte
  *         aligned, compute capability >= 8.0;
@@ -64,14 +62,14 @@ using namespace fpconv;
 
 namespace {
 
-/* The planner's own choice of the SM90 path where it is eligible: false
- * while it is slower than SM80. Measured on an H100, 2026-11-27, ResNet-50
- * layers at batch 32, f16 NHWC, with bias+relu: 3x3 layers 90-197 TFLOP/s
- * against SM80's 127-191, 1x1 layers 15-124 against 31-150 (cuDNN's
- * convolution alone: 262-396 and 107-134). Only FUSEPORT_CUDA_GEMM_PATH=sm90
- * selects it. */
+/* The planner's own choice of the SM90 path where it is eligible. Measured
+ * on an H200, 2026-11-28, ResNet-50 layers at batch 32, f16 NHWC, with
+ * bias+relu: the SM90 path (its planner's row) took 26.6-48.2 us on the 3x3
+ * layers against SM80's 40.8-61.8 (0.86x at 64 x 56 x 56, 0.44x at
+ * 512 x 7 x 7), 36.4-44.7 against 45.0-48.8 on two strided 1x1 layers and
+ * 73.9 against 68.3 on the third (256 x 56 x 56 -> 512 / 2). */
 #ifdef FUSEPORT_GEMM_SM90
-constexpr bool kSm90Auto = false;
+constexpr bool kSm90Auto = true;
 #endif
 
 enum ConvPath { PATH_SIMT, PATH_SM80, PATH_SM90 };

@@ -156,9 +156,10 @@ const char *sm80_config_name(int cfg);
 int sm80_stubs(const void **out, int cap);
 
 /* Hopper tensor cores (conv_sm90.cu, built for sm_90a only: call these
- * under FUSEPORT_GEMM_SM90, on compute capability 9.0): wgmma with a
- * cp.async im2col producer and TMA filters, f16/bf16 NHWC with C % 64 == 0,
- * K % 8 == 0 and x, w 16-byte aligned. cfg: conv_sm90.cu's table row. */
+ * under FUSEPORT_GEMM_SM90, on compute capability 9.0): wgmma fed by TMA,
+ * the input through an im2col tensor map, f16/bf16 NHWC with C % 64 == 0,
+ * K % 8 == 0, x, w 16-byte aligned and a geometry within TMA's im2col
+ * limits. cfg: conv_sm90.cu's table row. */
 bool sm90_eligible(const Problem &p);
 int sm90_pick(const Problem &p, int sm_count);
 cudaError_t sm90_run(const Problem &p, int cfg, int sm_count, cudaStream_t stream);
