@@ -533,8 +533,8 @@ static const int64_t cv_check[] = {
   .n_variants = 3,                                                                                 \
   .variants = {                                                                                    \
       {"fused",                                                                                    \
-       "fuseport's implicit GEMM: im2col gathered in the operand loader, the epilogue in "         \
-       "registers, one launch",                                                                    \
+       "fuseport's implicit GEMM: im2col gathered in the operand loader (CUDA: 1x1 NHWC "          \
+       "layers at stride 1 as plain GEMMs), the epilogue in registers, one launch",                \
        cv_fused},                                                                                  \
       {"unfused",                                                                                  \
        "the backend's convolution (cuDNN; CPU direct; OpenCL im2col + CLBlast), then one kernel "  \

@@ -742,15 +742,6 @@ int row_of(int picked, const char *(*name_of)(int)) {
   return f >= 0 && strcmp(name_of(f), "?") != 0 ? f : picked;
 }
 
-fp_gemm_device device_of(const fp_cuda_gemm_env *env) {
-  fp_gemm_device d;
-  d.cc_major = env->cc_major;
-  d.cc_minor = env->cc_minor;
-  d.sm_count = env->sm_count;
-  d.smem_optin = env->smem_optin;
-  return d;
-}
-
 } // namespace
 
 /* ---- the host interface (cuda_kernels.h) ------------------------------------------- */
@@ -796,14 +787,15 @@ extern "C" cudaError_t fp_cuda_conv_launch(fp_kernel_id id, const fp_karg *args,
     bool planned = false;
     fp_gemm_plan plan;
     const fpgemm::Problem g = gemm_view(p);
-    const cudaError_t err =
-        fpgemm::run_view(g, device_of(env), force, env->stream, &planned, &plan);
+    char why[256];
+    const cudaError_t err = fpgemm::run_view(g, env, &planned, &plan, why, sizeof why);
     if (planned) {
       if (err == cudaSuccess)
         *kernels_launched = 1;
       else
-        snprintf(msg, msglen, "conv 1x1 as a GEMM, the %s path (configuration %d, %dx%dx%d)",
-                 fp_gemm_path_name(plan.path), plan.config, plan.bm, plan.bn, plan.bk);
+        snprintf(msg, msglen, "conv 1x1 as a GEMM, the %s path (configuration %d, %dx%dx%d)%s%s",
+                 fp_gemm_path_name(plan.path), plan.config, plan.bm, plan.bn, plan.bk,
+                 why[0] != '\0' ? ": " : "", why);
       return err;
     }
   }

@@ -127,32 +127,6 @@ static cudaError_t run_plan2(const fp_gemm_plan &plan, const fpgemm::Problem2 &p
   }
 }
 
-cudaError_t fpgemm::run_view(const Problem &p, const fp_gemm_device &dev, int force_path,
-                             cudaStream_t stream, bool *planned, fp_gemm_plan *plan) {
-  *planned = false;
-  if (FP_EPI_PAIRED(p.epilogue) || !epilogue_known(p.epilogue))
-    return cudaSuccess;
-  fp_gemm_request req;
-  memset(&req, 0, sizeof req);
-  req.dtype = p.dtype;
-  req.M = p.M;
-  req.N = p.N;
-  req.K = p.K;
-  req.epilogue = p.epilogue;
-  req.trans_b = p.trans_b != 0;
-  req.lda = p.lda;
-  req.ldb = p.ldb;
-  req.no_split = true;
-  char why[256];
-  if (!fp_gemm_plan_make(&req, &dev, (fp_gemm_path)force_path, plan, why, sizeof why) ||
-      plan->split_k != 1)
-    return cudaSuccess;
-  if (check_rows(*plan, p.dtype, p.a, p.lda, p.b, p.ldb, why, sizeof why) != cudaSuccess)
-    return cudaSuccess;
-  *planned = true;
-  return run_plan(*plan, p, stream);
-}
-
 /* Device time of one run of f, in microseconds: the median of three after
  * a warm-up (the tuning mode's measurement, on the real operands). */
 template <class Run> static cudaError_t time_run(Run f, cudaStream_t s, double *us) {
@@ -226,6 +200,48 @@ static fp_gemm_device device_of(const fp_cuda_gemm_env *env) {
   dev.sm_count = env->sm_count;
   dev.smem_optin = env->smem_optin;
   return dev;
+}
+
+/* The request gemm_<dt> makes for p (the planner's input). */
+static fp_gemm_request request_of(const fpgemm::Problem &p) {
+  fp_gemm_request req;
+  memset(&req, 0, sizeof req);
+  req.dtype = p.dtype;
+  req.M = p.M;
+  req.N = p.N;
+  req.K = p.K;
+  req.epilogue = p.epilogue;
+  req.trans_b = p.trans_b != 0;
+  req.lda = p.lda;
+  req.ldb = p.ldb;
+  return req;
+}
+
+cudaError_t fpgemm::run_view(const Problem &p, const fp_cuda_gemm_env *env, bool *planned,
+                             fp_gemm_plan *plan, char *msg, size_t msglen) {
+  *planned = false;
+  msg[0] = '\0';
+  if (FP_EPI_PAIRED(p.epilogue) || !epilogue_known(p.epilogue))
+    return cudaSuccess;
+  fp_gemm_request req = request_of(p);
+  req.no_split = true;
+  const fp_gemm_device dev = device_of(env);
+  char why[256];
+  if (!fp_gemm_plan_make(&req, &dev, (fp_gemm_path)env->force_path, plan, why, sizeof why) ||
+      plan->split_k != 1)
+    return cudaSuccess;
+  if (check_rows(*plan, p.dtype, p.a, p.lda, p.b, p.ldb, why, sizeof why) != cudaSuccess)
+    return cudaSuccess;
+  *planned = true;
+  if (fp_gemm_tuning_enabled() && !plan->tuned) {
+    /* as gemm_<dt>: time the candidates (never split-K) on these operands */
+    const cudaError_t err = tune(
+        req, dev, plan, [&](const fp_gemm_plan &c) { return run_plan(c, p, env->stream); },
+        env->stream, msg, msglen);
+    if (err != cudaSuccess)
+      return err;
+  }
+  return run_plan(*plan, p, env->stream);
 }
 
 /* false (with msg) when the plan splits K and the recipe passed no workspace. */
@@ -344,13 +360,7 @@ extern "C" cudaError_t fp_cuda_gemm_launch(fp_kernel_id id, const fp_karg *args,
                p.epilogue);
       return cudaErrorInvalidValue;
     }
-    req.M = p.M;
-    req.N = p.N;
-    req.K = p.K;
-    req.epilogue = p.epilogue;
-    req.trans_b = p.trans_b != 0;
-    req.lda = p.lda;
-    req.ldb = p.ldb;
+    req = request_of(p);
     if (!fp_gemm_plan_make(&req, &dev, (fp_gemm_path)env->force_path, &plan, why, sizeof why)) {
       snprintf(msg, msglen, "%s", why);
       return cudaErrorNotSupported;

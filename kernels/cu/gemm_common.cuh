@@ -25,6 +25,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "cuda/cuda_kernels.h"
 #include "cuda/gemm_plan.h"
 #include "fp_device_common.h"
 
@@ -75,14 +76,15 @@ struct Problem {
 };
 
 /* The GEMM core seen from another family (gemm.cu): runs p, which has an
- * unpaired epilogue and no workspace, on the path and configuration the
- * planner picks for it (never split-K), as gemm_<dt> would; force_path as
- * FUSEPORT_CUDA_GEMM_PATH. *planned false: no path runs p here (a forced
+ * unpaired epilogue and no workspace, on env's device and stream with the
+ * path and configuration the planner picks for it (never split-K), as
+ * gemm_<dt> would (env->force_path and FUSEPORT_CUDA_GEMM_TUNE included:
+ * unsplit candidates). *planned false: no path runs p here (a forced
  * path that cannot, rows a tensor-core path cannot load), nothing was
  * launched, and the caller uses its own kernels. conv.cu runs its 1x1
- * convolutions this way. */
-cudaError_t run_view(const Problem &p, const fp_gemm_device &dev, int force_path,
-                     cudaStream_t stream, bool *planned, fp_gemm_plan *plan);
+ * convolutions this way. msg: why a tuning run failed (empty otherwise). */
+cudaError_t run_view(const Problem &p, const fp_cuda_gemm_env *env, bool *planned,
+                     fp_gemm_plan *plan, char *msg, size_t msglen);
 
 /* Whether a path runs this epilogue kind: gemm_<dt>'s FP_EPI_* and the
  * convolutions' batch-norm (unpaired, EpiLinear). */
