@@ -6,7 +6,9 @@ folder:
 
 It reads conv-cuda.json (fuseport bench, CUDA: fused, unfused, vendor) and
 conv-torch.json (bench/torch_conv.py: eager, compile, compile-max, conv) in
-the folder and prints markdown:
+the folder, and beside them any conv-*-cuda.json and conv-*-torch.json (more
+dtypes or batches of the same call: their cells join the first two files'),
+and prints markdown:
   - the issue's goals with what was measured (geometric means over ResNet-50's
     layers at batch >= 8, and the lowest cell);
   - per op and params, per layer (f16 NHWC, batch >= 8): fused TFLOP/s,
@@ -149,6 +151,12 @@ def main():
     folder = args[0]
     fp_doc, fp = load(os.path.join(folder, "conv-cuda.json"))
     th_doc, th = load(os.path.join(folder, "conv-torch.json"))
+    for name in sorted(os.listdir(folder)):  # conv-<part>-cuda.json / -torch.json of the same call
+        if name.startswith("conv-") and name not in ("conv-cuda.json", "conv-torch.json"):
+            if name.endswith("-cuda.json"):
+                fp.update(load(os.path.join(folder, name))[1])
+            elif name.endswith("-torch.json"):
+                th.update(load(os.path.join(folder, name))[1])
     merged = rekey(fp)
     for key, cells in rekey(th).items():
         if key in merged:  # only shapes fuseport ran
