@@ -271,15 +271,20 @@ __device__ __forceinline__ void epilogue(const GemmArgs<T, Epi> &args, const CUt
   }
   if (!add_in_box) {
     const bool interior = grow0 + 64 <= args.M && n0 + w <= args.N;
-    if (!interior) {
-      apply_tile<T, Epi, BN, false>(args.ep, acc, args.M, args.N, n_lim, row0, col0);
-    } else if constexpr (std::is_same<Epi, EpiLinear<T>>::value) {
+    if constexpr (std::is_same<Epi, EpiLinear<T>>::value) {
+      /* the kind as a constant on edge tiles too: the generic form (every
+       * kind's branches per pair, fully unrolled) is cold code that an edge
+       * tile runs once, and its instruction fetches made a single-wave GEMM
+       * whose last tile row is partial take 2-3x as long */
       typename Epi::Params ep = args.ep;
       switch (args.ep.kind) {
 #define FP_SM90_KIND(K)                                                                            \
   case K:                                                                                          \
     ep.kind = K;                                                                                   \
-    apply_tile<T, Epi, BN, true>(ep, acc, args.M, args.N, n_lim, row0, col0);                      \
+    if (interior)                                                                                  \
+      apply_tile<T, Epi, BN, true>(ep, acc, args.M, args.N, n_lim, row0, col0);                    \
+    else                                                                                           \
+      apply_tile<T, Epi, BN, false>(ep, acc, args.M, args.N, n_lim, row0, col0);                   \
     break;
         FP_SM90_KIND(FP_EPI_NONE)
         FP_SM90_KIND(FP_EPI_BIAS)
@@ -292,6 +297,8 @@ __device__ __forceinline__ void epilogue(const GemmArgs<T, Epi> &args, const CUt
       default:
         break;
       }
+    } else if (!interior) {
+      apply_tile<T, Epi, BN, false>(args.ep, acc, args.M, args.N, n_lim, row0, col0);
     } else {
       apply_tile<T, Epi, BN, true>(args.ep, acc, args.M, args.N, n_lim, row0, col0);
     }
