@@ -233,6 +233,21 @@ static fp_status cuda_init(fp_context *ctx, const fp_context_options *opts) {
                           stream_smem);
     }
   }
+  /* A timing knob: row N of the convolution's implicit paths' tile tables
+   * (kernels/cu/conv.cu) instead of their planners' pick. */
+  const char *conv_cfg = getenv("FUSEPORT_CUDA_CONV_CFG");
+  s->conv_cfg = -1;
+  if (conv_cfg != NULL && *conv_cfg != '\0') {
+    char *end = NULL;
+    const long row = strtol(conv_cfg, &end, 10);
+    if (end == conv_cfg || *end != '\0' || row < 0 || row > 63) {
+      free(s);
+      return fp_ctx_error(ctx, FP_ERR_INVALID_ARGUMENT,
+                          "FUSEPORT_CUDA_CONV_CFG='%s': expected a tile-table row, 0..63",
+                          conv_cfg);
+    }
+    s->conv_cfg = (int)row;
+  }
   /* A timing knob: 0 keeps 1x1 convolutions on conv.cu's implicit-GEMM
    * kernels instead of running them as plain GEMMs on the GEMM core. */
   fp_status knob_conv_gemm = env_switch(ctx, "FUSEPORT_CUDA_CONV_GEMM", &s->conv_gemm);

@@ -67,6 +67,7 @@ typedef struct fp_cuda_gemm_env {
   uint64_t smem_optin;
   int force_path; /* fp_gemm_path, -1 auto (FUSEPORT_CUDA_GEMM_PATH) */
   bool conv_gemm; /* 1x1 convolutions on the GEMM core (FUSEPORT_CUDA_CONV_GEMM, default on) */
+  int conv_cfg;   /* a forced row of conv's implicit paths (FUSEPORT_CUDA_CONV_CFG), -1 none */
   cudaStream_t stream;
 } fp_cuda_gemm_env;
 

@@ -391,6 +391,7 @@ static fp_status launch_gemm(fp_context *ctx, fp_kernel_id id, const fp_karg *ar
   env.smem_optin = (uint64_t)s->smem_optin;
   env.force_path = s->gemm_force_path;
   env.conv_gemm = s->conv_gemm;
+  env.conv_cfg = s->conv_cfg;
   env.stream = s->stream;
   char msg[512];
   int launched = 0;

@@ -54,6 +54,7 @@ typedef struct cuda_state {
   int cc_minor;
   int gemm_force_path; /* FUSEPORT_CUDA_GEMM_PATH: fp_gemm_path, -1 auto */
   bool conv_gemm;      /* FUSEPORT_CUDA_CONV_GEMM: 1x1 convolutions as GEMMs (default) */
+  int conv_cfg;        /* FUSEPORT_CUDA_CONV_CFG: a forced implicit-path row, -1 none */
   fp_cuda_blas *blas;  /* cuBLAS and cuBLASLt, created on first use (cuda_blas.c) */
   fp_cuda_dnn *dnn;    /* cuDNN, created on first use (cuda_dnn.c) */
 } cuda_state;

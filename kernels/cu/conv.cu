@@ -51,7 +51,6 @@
  * Padding taps and rows/channels past the edges load 0.
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "conv_common.cuh"
@@ -723,23 +722,10 @@ fpgemm::Problem gemm_view(const Problem &p) {
   return g;
 }
 
-/* FUSEPORT_CUDA_CONV_CFG=N, a timing knob: row N of the implicit path's
- * table instead of its planner's pick, where that path has a row N (-1:
- * unset or not a number). */
-int forced_config() {
-  static const int forced = [] {
-    const char *v = getenv("FUSEPORT_CUDA_CONV_CFG");
-    char *end = nullptr;
-    const long n = v != nullptr ? strtol(v, &end, 10) : -1;
-    return v != nullptr && *v != '\0' && *end == '\0' && n >= 0 && n < 64 ? (int)n : -1;
-  }();
-  return forced;
-}
-
-/* the planner's row, or the forced one where the path's table has it */
-int row_of(int picked, const char *(*name_of)(int)) {
-  const int f = forced_config();
-  return f >= 0 && strcmp(name_of(f), "?") != 0 ? f : picked;
+/* the planner's row, or the one FUSEPORT_CUDA_CONV_CFG forces (a timing
+ * knob, -1: none; cuda_backend.c checks it) where the path's table has it */
+int row_of(int picked, int forced, const char *(*name_of)(int)) {
+  return forced >= 0 && strcmp(name_of(forced), "?") != 0 ? forced : picked;
 }
 
 } // namespace
@@ -815,20 +801,20 @@ extern "C" cudaError_t fp_cuda_conv_launch(fp_kernel_id id, const fp_karg *args,
   switch (path) {
 #ifdef FUSEPORT_GEMM_SM90
   case PATH_SM90:
-    cfg = row_of(fpconv::sm90_pick(p, env->sm_count), fpconv::sm90_config_name);
+    cfg = row_of(fpconv::sm90_pick(p, env->sm_count), env->conv_cfg, fpconv::sm90_config_name);
     err = fpconv::sm90_run(p, cfg, env->sm_count, env->stream);
     name = "sm90";
     cfg_name = fpconv::sm90_config_name(cfg);
     break;
 #endif
   case PATH_SM80:
-    cfg = row_of(fpconv::sm80_pick(p, env->sm_count), fpconv::sm80_config_name);
+    cfg = row_of(fpconv::sm80_pick(p, env->sm_count), env->conv_cfg, fpconv::sm80_config_name);
     err = fpconv::sm80_run(p, cfg, env->stream);
     name = "sm80";
     cfg_name = fpconv::sm80_config_name(cfg);
     break;
   default:
-    cfg = row_of(fpconv::simt_pick(p, env->sm_count), fpconv::simt_config_name);
+    cfg = row_of(fpconv::simt_pick(p, env->sm_count), env->conv_cfg, fpconv::simt_config_name);
     err = fpconv::simt_run(p, cfg, env->stream);
     name = "simt";
     cfg_name = fpconv::simt_config_name(cfg);
