@@ -322,7 +322,8 @@ static void kernel_extents(fp_kernel_id id, extent_calc *c, int64_t *need, bool 
   case FPK_conv_f32:
   case FPK_conv_f16:
   case FPK_conv_bf16: {
-    /* out, x, w, v0, v1, v2, v3, N, C, H, W, K, R, S, P, Q, stride, pad, dil, nhwc, epi, eps */
+    /* out, x, w, v0, v1, v2, v3, N, C, H, W, K, R, S, P, Q, stride, pad, dil, nhwc, epi, eps,
+     * ws (sized by the backend's own planner) */
     const int64_t N = count(c, 7), C = count(c, 8), H = count(c, 9), W = count(c, 10);
     const int64_t K = count(c, 11), R = count(c, 12), S = count(c, 13);
     const int64_t P = count(c, 14), Q = count(c, 15);

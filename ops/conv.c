@@ -279,6 +279,30 @@ static fp_kernel_id conv_kernel(fp_dtype dtype) {
   return dtype == FP_F16 ? FPK_conv_f16 : dtype == FP_BF16 ? FPK_conv_bf16 : FPK_conv_f32;
 }
 
+/* CUDA: the split-K workspace of the GEMM core's plan where conv_<dt> runs
+ * on the GEMM core (fp_conv_gemm_request: the same question
+ * kernels/cu/conv.cu asks at launch, with the same knobs); NULL where it
+ * does not, or does not split. */
+static fp_buffer *cuda_split_ws(fp_recipe *rc, const cv_problem *c) {
+  if (rc->dev->backend != FP_BACKEND_CUDA)
+    return NULL;
+  fp_gemm_path force = FP_GEMM_PATH_AUTO;
+  if (!fp_gemm_path_from_env(getenv("FUSEPORT_CUDA_GEMM_PATH"), &force))
+    return NULL; /* the backend refuses the knob */
+  const char *view = getenv("FUSEPORT_CUDA_CONV_GEMM");
+  const fp_conv_gemm_shape s = {(int)c->dtype, c->epi, c->nhwc,   c->N,   c->C,
+                                c->H,          c->W,   c->K,      c->R,   c->S,
+                                c->P,          c->Q,   c->stride, c->pad, c->dil};
+  const fp_gemm_device dev = fp_gemm_device_of(rc->dev);
+  fp_gemm_request req;
+  fp_gemm_plan plan;
+  char why[256];
+  if (!fp_conv_gemm_request(&s, &dev, view == NULL || strcmp(view, "0") != 0, &force, &req) ||
+      !fp_gemm_plan_make(&req, &dev, force, &plan, why, sizeof why) || plan.ws_bytes == 0)
+    return NULL;
+  return fp_rc_ws_zeroed(rc, 0, plan.ws_bytes);
+}
+
 static fp_status cv_fused(fp_recipe *rc, const fp_problem *p) {
   const cv_problem c = cv_of(p);
   const uint64_t size = esize(&c);
@@ -292,7 +316,7 @@ static fp_status cv_fused(fp_recipe *rc, const fp_problem *p) {
     v[0] = fp_rc_in(rc, 2);
     read += size * (uint64_t)(c.full_add ? out_elems(&c) : c.K);
   }
-  fp_arg args[22];
+  fp_arg args[23];
   args[0] = fp_arg_tensor(fp_rc_out(rc, 0), c.dtype);
   args[1] = fp_arg_tensor(fp_rc_in(rc, 0), c.dtype);
   args[2] = fp_arg_tensor(fp_rc_in(rc, 1), c.dtype);
@@ -304,10 +328,11 @@ static fp_status cv_fused(fp_recipe *rc, const fp_problem *p) {
   args[19] = fp_arg_i32(c.nhwc ? 1 : 0);
   args[20] = fp_arg_i32(c.epi);
   args[21] = fp_arg_f32(c.eps);
+  args[22] = fp_arg_tensor(cuda_split_ws(rc, &c), FP_U32);
   const double flops =
       2.0 * (double)out_elems(&c) * (double)crs_of(&c) + 2.0 * (double)out_elems(&c);
   fp_ndrange nd = fp_planned_range();
-  return fp_rc_launch(rc, conv_kernel(c.dtype), &nd, args, 22,
+  return fp_rc_launch(rc, conv_kernel(c.dtype), &nd, args, 23,
                       fp_kcost(read, size * (uint64_t)out_elems(&c), flops));
 }
 

@@ -253,7 +253,7 @@ static fp_status launch_gemm(fp_recipe *rc, fp_dtype dtype, fp_buffer *out, fp_b
   gemm_operands ops = {a, b, K, trans_b ? K : NB};
   fp_buffer *ws = NULL;
   if (rc->dev->backend == FP_BACKEND_CUDA) {
-    fp_gemm_request req = {(int)dtype, M, N, K, 0, epi, trans_b, false, 0, 0, false};
+    fp_gemm_request req = {(int)dtype, M, N, K, 0, epi, trans_b, false, 0, 0, false, false};
     fp_gemm_plan plan;
     TRY(cuda_plan(rc, &req, &plan));
     const int64_t lda = ops.lda, ldb = ops.ldb;
@@ -304,8 +304,8 @@ static fp_status b2b_fused(fp_recipe *rc, const mm_problem *m) {
   int64_t ldd = m->P;
   fp_buffer *ws = NULL;
   if (rc->dev->backend == FP_BACKEND_CUDA) {
-    fp_gemm_request req = {(int)m->dtype, m->M, m->N, m->K, m->P, FP_EPI_NONE,
-                           m->trans_b,    true, 0,    0,    false};
+    fp_gemm_request req = {(int)m->dtype, m->M, m->N, m->K, m->P,  FP_EPI_NONE,
+                           m->trans_b,    true, 0,    0,    false, false};
     fp_gemm_plan plan;
     TRY(cuda_plan(rc, &req, &plan));
     on_chip = plan.b2b_on_chip;

@@ -173,6 +173,87 @@ static void test_no_split(void **state) {
   }
 }
 
+/* Which convolutions run on the GEMM core (fp_conv_gemm_request): NHWC 1x1
+ * layers at stride 1 as plain GEMMs on any path; other NHWC f16/bf16 layers
+ * that TMA's im2col mode takes as im2col GEMMs, on Hopper's path only; the
+ * rest on conv's own kernels. The recipe sizes the split-K workspace from
+ * the same request: a layer of few tiles and a long K splits. */
+static fp_conv_gemm_shape conv_shape(int dtype, int64_t N, int64_t C, int64_t H, int64_t K,
+                                     int64_t R, int64_t stride, int64_t pad) {
+  fp_conv_gemm_shape s;
+  memset(&s, 0, sizeof s);
+  s.dtype = dtype;
+  s.epilogue = FP_EPI_BIAS_RELU;
+  s.nhwc = true;
+  s.N = N;
+  s.C = C;
+  s.H = s.W = H;
+  s.K = K;
+  s.R = s.S = R;
+  s.stride = stride;
+  s.pad = pad;
+  s.dil = 1;
+  s.P = s.Q = (H + 2 * pad - (R - 1) - 1) / stride + 1;
+  return s;
+}
+
+static void test_conv_requests(void **state) {
+  (void)state;
+  fp_gemm_request r;
+  fp_gemm_path force = FP_GEMM_PATH_AUTO;
+  /* 1x1 at stride 1: x [N*H*W, C] @ w [K, C]^T on whatever path plans it */
+  fp_conv_gemm_shape s = conv_shape(1, 32, 256, 56, 64, 1, 1, 0);
+  assert_true(fp_conv_gemm_request(&s, &a100, true, &force, &r));
+  assert_int_equal(force, FP_GEMM_PATH_AUTO);
+  assert_false(r.im2col);
+  assert_true(r.trans_b);
+  assert_int_equal(r.M, 32 * 56 * 56);
+  assert_int_equal(r.N, 64);
+  assert_int_equal(r.K, 256);
+  assert_int_equal(r.epilogue, FP_EPI_BIAS_RELU);
+  assert_false(fp_conv_gemm_request(&s, &a100, false, &force, &r)); /* FUSEPORT_CUDA_CONV_GEMM=0 */
+  s.nhwc = false;
+  assert_false(fp_conv_gemm_request(&s, &h100, true, &force, &r));
+  s = conv_shape(0, 32, 512, 28, 128, 1, 1, 0); /* f32 past C = 256: conv's own kernel */
+  assert_false(fp_conv_gemm_request(&s, &h100, true, &force, &r));
+
+  /* 3x3 (ResNet-50's 512 x 7 x 7 at batch 32): an im2col GEMM on Hopper */
+  s = conv_shape(1, 32, 512, 7, 512, 3, 1, 1);
+  const bool sm90 = fp_gemm_has_sm90();
+  force = FP_GEMM_PATH_AUTO;
+  assert_int_equal(fp_conv_gemm_request(&s, &h100, true, &force, &r), sm90);
+  if (sm90) {
+    assert_true(r.im2col);
+    assert_int_equal(force, FP_GEMM_PATH_SM90);
+    assert_int_equal(r.M, 32 * 7 * 7);
+    assert_int_equal(r.K, 9 * 512);
+    assert_int_equal(r.lda, 9 * 512);
+    /* 13 x 4 tiles of 128 x 128 on 132 SMs, 72 k-blocks each: split-K */
+    const fp_gemm_plan p = must_plan(&r, &h100, force);
+    assert_int_equal(p.path, FP_GEMM_PATH_SM90);
+    assert_true(p.split_k > 1);
+    assert_true(p.ws_bytes > 0);
+    assert_int_equal(p.flags & FP_GEMM_CFG_PAIRED, 0);
+    r.no_split = true; /* no workspace passed */
+    assert_int_equal(must_plan(&r, &h100, force).split_k, 1);
+  }
+  force = FP_GEMM_PATH_SM80; /* a forced path other than Hopper's: conv's own kernels */
+  assert_false(fp_conv_gemm_request(&s, &h100, true, &force, &r));
+  force = FP_GEMM_PATH_AUTO;
+  assert_false(fp_conv_gemm_request(&s, &a100, true, &force, &r));
+  const fp_conv_gemm_shape off[] = {
+      conv_shape(1, 2, 72, 9, 64, 3, 1, 1),   /* C % 64 != 0 */
+      conv_shape(1, 2, 64, 9, 60, 3, 1, 1),   /* K % 8 != 0 */
+      conv_shape(0, 2, 64, 9, 64, 3, 1, 1),   /* f32 */
+      conv_shape(1, 2, 64, 99, 64, 3, 9, 1),  /* stride past 8 */
+      conv_shape(1, 1, 64, 300, 8, 131, 1, 0) /* (R - 1) dil past pad + 128 */
+  };
+  for (size_t i = 0; i < sizeof off / sizeof off[0]; ++i) {
+    force = FP_GEMM_PATH_AUTO;
+    assert_false(fp_conv_gemm_request(&off[i], &h100, true, &force, &r));
+  }
+}
+
 /* The sm90 rules read the rows as launched: 4096 x 4096 x 4104 (rows of
  * 8208 bytes, not whole 128-byte lines) takes a cluster row, the same GEMM
  * on copies padded to 4160 does not. */
@@ -264,6 +345,24 @@ static void test_tuning_cache(void **state) {
   assert_int_equal(tuned.split_k, pick->split_k);
   fp_gemm_plan other = must_plan(&r, &a100, FP_GEMM_PATH_AUTO);
   assert_false(other.tuned);
+  /* a convolution's im2col GEMM of the same M, N, K is a problem of its
+   * own: not tuned by r's line, and its own line leaves r's choice (on a
+   * build with the Hopper path: no other plans an im2col GEMM) */
+  const bool sm90 = fp_gemm_has_sm90();
+  if (sm90) {
+    fp_gemm_request ri = r;
+    ri.im2col = true;
+    fp_gemm_plan im = must_plan(&ri, &h100, FP_GEMM_PATH_SM90);
+    assert_false(im.tuned);
+    n = fp_gemm_plan_candidates(&ri, &h100, &im, cands, 32);
+    assert_true(n >= 2);
+    const int im_config = cands[0].config == pick->config ? cands[1].config : cands[0].config;
+    const fp_gemm_plan *im_pick = cands[0].config == pick->config ? &cands[1] : &cands[0];
+    assert_true(fp_gemm_tuning_record(&ri, &h100, im_pick, 99.0, why, sizeof why));
+    assert_int_equal(must_plan(&ri, &h100, FP_GEMM_PATH_SM90).config, im_config);
+    assert_true(must_plan(&ri, &h100, FP_GEMM_PATH_SM90).tuned);
+    assert_int_equal(must_plan(&r, &h100, FP_GEMM_PATH_AUTO).config, pick->config);
+  }
   FILE *f = fopen(path, "r");
   assert_non_null(f);
   char line[512];
@@ -271,7 +370,7 @@ static void test_tuning_cache(void **state) {
   while (fgets(line, sizeof line, f) != NULL)
     lines += strncmp(line, "v1 ", 3) == 0;
   fclose(f);
-  assert_int_equal(lines, 1);
+  assert_int_equal(lines, sm90 ? 2 : 1);
   assert_int_equal(unsetenv("FUSEPORT_CUDA_GEMM_TUNE"), 0);
   assert_false(must_plan(&r, &h100, FP_GEMM_PATH_AUTO).tuned);
   remove(path);
@@ -350,6 +449,7 @@ int main(void) {
       cmocka_unit_test(test_paired_rows_match_epilogue),
       cmocka_unit_test(test_split_k),
       cmocka_unit_test(test_no_split),
+      cmocka_unit_test(test_conv_requests),
       cmocka_unit_test(test_skinny_split),
       cmocka_unit_test(test_sm90_padded_rows),
       cmocka_unit_test(test_deterministic),

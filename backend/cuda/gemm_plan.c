@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,7 +233,8 @@ static uint64_t split_ws_bytes(int64_t tiles, int split, int bm, int bn) {
  *   v1 CC SMS PATH DTYPE M N K P PAIRED TRANS_B B2B CONFIG SPLIT_K MEDIAN_US
  * e.g. "v1 9.0 132 sm90 1 4096 4096 4096 0 0 0 0 2 1 171.3". The problem
  * key keeps only what the configuration filter depends on (paired or not,
- * rather than the epilogue). */
+ * rather than the epilogue). P: gemm2's P, 0 for a GEMM, -1 for a
+ * convolution's im2col GEMM (fp_gemm_request.im2col). */
 
 typedef struct tuned_entry {
   int cc_major, cc_minor, sms, path, dtype;
@@ -306,7 +308,7 @@ static tuned_entry key_of(const fp_gemm_request *r, const fp_gemm_device *d, fp_
   e.M = r->M;
   e.N = r->N;
   e.K = r->K;
-  e.P = r->b2b ? r->P : 0;
+  e.P = r->b2b ? r->P : r->im2col ? -1 : 0; /* the cache file's P column: -1 marks im2col */
   e.paired = !r->b2b && FP_EPI_PAIRED(r->epilogue);
   e.trans_b = r->trans_b;
   e.b2b = r->b2b;
@@ -451,7 +453,9 @@ int fp_gemm_plan_candidates(const fp_gemm_request *r, const fp_gemm_device *d,
  *    128x64 0.5-0.57 (the intensity ratio says 0.9, 0.75, 0.5);
  *  - split-K's partial sums (written, fenced, read back by the last block)
  *    cost a few microseconds, more than the idle SMs it fills unless the
- *    tiles are very few and each share keeps >= 32 k-steps;
+ *    tiles are very few and each share keeps >= 32 k-steps; a convolution's
+ *    im2col GEMM splits up to half the SMs (ResNet-50's 512-channel 3x3
+ *    layers at batch 32: 52 tiles of 72 k-blocks, H200, see docs/PERF.md);
  *  - clusters of two (B multicast) win only on large grids (>= 8 waves of
  *    tiles) and lose up to 5% on smaller ones, except where rows of A or B
  *    are not 128-byte aligned (K, or row-major B's width, not a multiple
@@ -560,8 +564,8 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
       continue;
     const bool sm90 = path == FP_GEMM_PATH_SM90;
     const int split = r->b2b || r->no_split ? 1
-                      : sm90                ? choose_split(c, r->M, NB, r->K, d->sm_count, 4, 32)
-                                            : choose_split(c, r->M, NB, r->K, d->sm_count, 2, 4);
+                      : sm90 ? choose_split(c, r->M, NB, r->K, d->sm_count, r->im2col ? 2 : 4, 32)
+                             : choose_split(c, r->M, NB, r->K, d->sm_count, 2, 4);
     const double cost =
         r->b2b ? b2b_cost(c, r, d->sm_count)
         : sm90 ? sm90_config_cost(c, r->M, NB, r->K, d->sm_count, split) * sm90_row_factor(c, r, NB)
@@ -587,6 +591,39 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
   }
   plan_from_row(best, best_split, r, NB, out);
   return true;
+}
+
+/* ---- convolutions ----------------------------------------------------------------------- */
+
+bool fp_conv_gemm_request(const fp_conv_gemm_shape *s, const fp_gemm_device *d, bool gemm_view,
+                          fp_gemm_path *force, fp_gemm_request *req) {
+  memset(req, 0, sizeof *req);
+  if (!gemm_view || !s->nhwc)
+    return false;
+  req->dtype = s->dtype;
+  req->epilogue = s->epilogue;
+  req->trans_b = true;
+  req->M = s->N * s->P * s->Q;
+  req->N = s->K;
+  req->K = s->C * s->R * s->S;
+  req->lda = req->K;
+  req->ldb = req->K;
+  /* f32 runs on CUDA cores either way: the GEMM's SIMT tiles won for
+   * C <= 256 (1.01-1.38x) and conv's implicit kernel for C >= 512 (GEMM
+   * 0.68-1.03x) on ResNet-50's 1x1 layers at batch 32 (H200, 2026-11-28) */
+  if (s->R == 1 && s->S == 1 && s->stride == 1 && s->pad == 0 &&
+      (s->dtype != DT_F32 || s->C <= 256))
+    return true;
+  const int64_t coord_max = INT32_MAX - 1024; /* the Hopper kernel's int coordinates */
+  const bool tma_im2col = s->pad <= 127 && s->pad - (s->R - 1) * s->dil >= -128 &&
+                          s->pad - (s->S - 1) * s->dil >= -128 && s->stride <= 8;
+  if (use_sm90(req, d) && (*force == FP_GEMM_PATH_AUTO || *force == FP_GEMM_PATH_SM90) &&
+      s->C % 64 == 0 && s->K % 8 == 0 && tma_im2col && req->M <= coord_max && req->K <= coord_max) {
+    req->im2col = true;
+    *force = FP_GEMM_PATH_SM90;
+    return true;
+  }
+  return false;
 }
 
 /* ---- dw_from_packed ---------------------------------------------------------------------- */

@@ -56,6 +56,10 @@ typedef struct fp_gemm_request {
   /* the caller has no split-K workspace (a convolution run as a GEMM,
    * kernels/cu/conv.cu): split_k stays 1 */
   bool no_split;
+  /* A is a convolution's im2col, read by TMA's im2col mode (conv.cu's
+   * implicit GEMM on the SM90 path, which the caller forces): tuned apart
+   * from a plain GEMM of the same M, N, K */
+  bool im2col;
 } fp_gemm_request;
 
 /* The device as the planner sees it (from fp_device_info). */
@@ -143,6 +147,31 @@ int fp_gemm_plan_candidates(const fp_gemm_request *r, const fp_gemm_device *d,
  * written. */
 bool fp_gemm_tuning_record(const fp_gemm_request *r, const fp_gemm_device *d,
                            const fp_gemm_plan *best, double median_us, char *why, size_t whylen);
+
+/* ---- convolutions on the GEMM core -------------------------------------------------------
+ * conv_<dt>'s arguments as the planner needs them (kernels.def, family conv;
+ * dtype an fp_dtype, epilogue FP_EPI_* or FP_CONV_EPI_BN). */
+typedef struct fp_conv_gemm_shape {
+  int dtype, epilogue;
+  bool nhwc;
+  int64_t N, C, H, W, K, R, S, P, Q, stride, pad, dil;
+} fp_conv_gemm_shape;
+
+/* Whether the CUDA backend runs the convolution s as a GEMM on the GEMM core
+ * on d, and the request it plans (kernels/cu/conv.cu launches it, ops/conv.c
+ * sizes the split-K workspace from the same plan; no_split is left false):
+ *   an NHWC 1x1 convolution at stride 1 without padding (f32: C <= 256):
+ *     the plain GEMM x [N*H*W, C] @ w [K, C]^T, on the path *force allows;
+ *   else an NHWC f16/bf16 convolution that TMA's im2col mode takes (C % 64
+ *     == 0, K % 8 == 0, padding <= 127, (R-1) dil and (S-1) dil at most
+ *     padding + 128, stride <= 8) on compute capability 9.0 in a build with
+ *     the Hopper path, unless *force names another path: A is the input's
+ *     im2col (req->im2col), and *force becomes FP_GEMM_PATH_SM90.
+ * gemm_view false (FUSEPORT_CUDA_CONV_GEMM=0): never. The launch also needs
+ * x and w 16-byte aligned for the im2col view; without that it runs conv's
+ * own kernels, and a workspace sized here goes unused. */
+bool fp_conv_gemm_request(const fp_conv_gemm_shape *s, const fp_gemm_device *d, bool gemm_view,
+                          fp_gemm_path *force, fp_gemm_request *req);
 
 #ifdef __cplusplus
 }

@@ -74,7 +74,7 @@ static const conv_config conv_configs[CONV_CONFIGS] = {
 #define CONV_NV_MAXRREG 128
 
 #define CONV_DTYPES 3 /* f32, f16, bf16: the index is the fp_dtype */
-#define CONV_NARGS 22 /* kernels.def: conv_<dt>'s signature */
+#define CONV_NARGS 23 /* kernels.def: conv_<dt>'s signature (ws, the last, unused by conv.cl) */
 /* conv.cl keeps tap coordinates and kk digits in ints */
 #define CONV_MAX_DIM (1ll << 30)
 

@@ -641,7 +641,7 @@ fp_conv_body(const int dt, const int WX, const int WY, const int TM, const int T
       __global T *out, __global const T *x, __global const T *w, __global const T *v0,             \
       __global const T *v1, __global const T *v2, __global const T *v3, long N, long C, long H,    \
       long W, long K, long R, long S, long P, long Q, long stride, long pad, long dil, int nhwc,   \
-      int epilogue, float eps)
+      int epilogue, float eps, __global uint *ws /* kernels.def's split-K workspace: unused */)
 #define FP_CONV_BODY(dt, WX, WY, TM, TN, BK, KS, layout)                                           \
   fp_conv_body(dt, WX, WY, TM, TN, BK, KS, (__local float *)lds, out, x, w, v0, v1, v2, v3, N, C,  \
                H, W, K, R, S, P, Q, stride, pad, dil, layout, epilogue, eps)

@@ -16,13 +16,20 @@
  *   SIMT  this file: implicit GEMM on CUDA cores, every dtype (f16/bf16
  *         stored, float math; f32 with true float FMA, no TF32), both
  *         layouts, any shape and alignment.
- * Before those, an NHWC 1x1 convolution with stride 1 and no padding is a
- * plain GEMM (gemm_view below) and runs on the GEMM core (f32: for C <= 256
- * only, gemm_view_eligible says why), with the path
- * and tiles its planner picks for [N*H*W, C] x [K, C]^T (never split-K:
- * conv has no workspace), unless FUSEPORT_CUDA_CONV_GEMM=0 or no GEMM path
- * takes it (rows a tensor-core path cannot load: C % 8 != 0 or x, w not
- * 16-byte aligned); then it goes on to the paths above.
+ * Before those, the GEMM core takes what it can (run_as_gemm below), with
+ * the path and tiles its planner picks (split-K in the workspace ops/conv.c
+ * sizes from the same plan, fp_conv_gemm_request):
+ *   an NHWC 1x1 convolution with stride 1 and no padding is a plain GEMM
+ *     [N*H*W, C] x [K, C]^T (f32: for C <= 256 only), on any path whose
+ *     rows load it;
+ *   an NHWC convolution the SM90 path above is eligible for runs on the
+ *     GEMM core's Hopper kernel instead, A loaded by TMA's im2col mode:
+ *     [N*P*Q, R*S*C] x [K, R*S*C]^T with the GEMM's persistent tiles,
+ *     clusters, split-K and overlapped TMA-store epilogue;
+ * unless FUSEPORT_CUDA_CONV_GEMM=0 or no GEMM path takes it (rows a
+ * tensor-core path cannot load: C % 8 != 0 or x, w not 16-byte aligned;
+ * FUSEPORT_CUDA_GEMM_PATH=sm80 or simt for the im2col view); then it goes
+ * on to the paths above.
  * FUSEPORT_CUDA_GEMM_PATH (env->force_path): simt forces the SIMT path for
  * every convolution, sm80 the SM80 path wherever it is eligible (SIMT
  * elsewhere), sm90 the SM90 path wherever it is eligible (else as auto);
@@ -50,6 +57,7 @@
  *        consecutive pixels (coalesced along w in NCHW).
  * Padding taps and rows/channels past the edges load 0.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -684,34 +692,54 @@ int dtype_of(fp_kernel_id id) {
   return id == FPK_conv_f16 ? FP_F16 : (id == FPK_conv_bf16 ? FP_BF16 : FP_F32);
 }
 
-/* ---- 1x1 convolutions as GEMMs --------------------------------------------------------
- * With R = S = 1, stride 1 and no padding, an NHWC convolution is a plain
- * GEMM: x is A [N*H*W, C] row-major, w is B [K, C] (trans_b), out is
- * [N*H*W, K], and the ADD operand has out's layout. The GEMM core's main
- * loops (TMA and wgmma on Hopper) then run it, with the same epilogue
- * (gemm_common.cuh's EpiLinear knows the batch-norm) and no workspace. */
-bool gemm_view_eligible(const Problem &p) {
-  /* f32 runs on CUDA cores either way: the GEMM's SIMT tiles won for
-   * C <= 256 (1.01-1.38x) and the implicit kernel's for C >= 512 (GEMM
-   * 0.68-1.03x) on ResNet-50's 1x1 layers at batch 32 (H200, 2026-11-28) */
-  return p.nhwc && p.R == 1 && p.S == 1 && p.stride == 1 && p.pad == 0 &&
-         (p.dtype != FP_F32 || p.C <= 256);
+/* ---- convolutions on the GEMM core ----------------------------------------------------
+ * fp_conv_gemm_request (gemm_plan.c) says which convolutions the GEMM core
+ * runs and with what request; ops/conv.c sizes the split-K workspace from
+ * the same answer. A 1x1 NHWC layer at stride 1 is a plain GEMM: x is A
+ * [N*H*W, C] row-major, w is B [K, C] (trans_b), out is [N*H*W, K], and the
+ * ADD operand has out's layout. Other NHWC layers that TMA's im2col mode
+ * takes run on the GEMM core's Hopper kernel with A loaded through an
+ * im2col tensor map (gemm_sm90.cu's ImTap): the same persistent kernel,
+ * tiles, clusters, B multicast, split-K and overlapped TMA-store epilogue
+ * (residual by TMA) as gemm_<dt>, for [N*P*Q, R*S*C] x [K, R*S*C]^T. The
+ * epilogue is the GEMM core's (EpiLinear knows the batch-norm). */
+fp_conv_gemm_shape shape_of(const Problem &p) {
+  fp_conv_gemm_shape s;
+  s.dtype = p.dtype;
+  s.epilogue = p.epilogue;
+  s.nhwc = p.nhwc != 0;
+  s.N = p.N;
+  s.C = p.C;
+  s.H = p.H;
+  s.W = p.W;
+  s.K = p.K;
+  s.R = p.R;
+  s.S = p.S;
+  s.P = p.P;
+  s.Q = p.Q;
+  s.stride = p.stride;
+  s.pad = p.pad;
+  s.dil = p.dil;
+  return s;
 }
 
-fpgemm::Problem gemm_view(const Problem &p) {
+/* The GEMM core's view of p: out [N*P*Q, K] = A [N*P*Q, C*R*S] @ w^T, A the
+ * input itself (a 1x1 layer at stride 1: x [N*H*W, C]) or, with
+ * g.im2col set, its im2col (kk = (r S + s) C + c, NHWC's order). */
+fpgemm::Problem gemm_view(const Problem &p, void *ws) {
   fpgemm::Problem g;
   g.out = p.out;
   g.a = p.x;
   g.b = p.w;
   g.bias = FP_EPI_READS_BIAS(p.epilogue) ? p.v[0] : nullptr;
   g.add = FP_EPI_READS_ADD(p.epilogue) ? p.v[0] : nullptr;
-  g.ws = nullptr;
-  g.ws_bytes = 0;
-  g.M = p.N * p.H * p.W;
+  g.ws = ws;
+  g.ws_bytes = 0; /* run_view: the plan's */
+  g.M = p.gemm_m();
   g.N = p.K;
-  g.K = p.C;
-  g.lda = p.C;
-  g.ldb = p.C;
+  g.K = p.gemm_k();
+  g.lda = g.K;
+  g.ldb = g.K;
   g.epilogue = p.epilogue;
   g.trans_b = 1;
   g.dtype = p.dtype;
@@ -720,6 +748,60 @@ fpgemm::Problem gemm_view(const Problem &p) {
       g.bn[i] = p.v[i];
   g.eps = p.eps;
   return g;
+}
+
+fpgemm::Im2col im2col_of(const Problem &p) {
+  fpgemm::Im2col v;
+  v.N = p.N;
+  v.H = p.H;
+  v.W = p.W;
+  v.C = p.C;
+  v.R = (int)p.R;
+  v.S = (int)p.S;
+  v.P = (int)p.P;
+  v.Q = (int)p.Q;
+  v.stride = (int)p.stride;
+  v.pad = (int)p.pad;
+  v.dil = (int)p.dil;
+  return v;
+}
+
+bool aligned16(const void *ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+/* Runs p on the GEMM core where fp_conv_gemm_request says so (ws: the
+ * recipe's split-K workspace, or nullptr). false: it does not, or no GEMM
+ * path takes it; nothing launched. */
+bool run_as_gemm(const Problem &p, void *ws, const fp_cuda_gemm_env *env, cudaError_t *err,
+                 int *kernels_launched, char *msg, size_t msglen) {
+  fp_gemm_device dev;
+  dev.cc_major = env->cc_major;
+  dev.cc_minor = env->cc_minor;
+  dev.sm_count = env->sm_count;
+  dev.smem_optin = env->smem_optin;
+  const fp_conv_gemm_shape shape = shape_of(p);
+  fp_gemm_path force = static_cast<fp_gemm_path>(env->force_path);
+  fp_gemm_request req;
+  if (!fp_conv_gemm_request(&shape, &dev, env->conv_gemm, &force, &req) ||
+      (req.im2col && (!aligned16(p.x) || !aligned16(p.w))))
+    return false;
+  req.no_split = ws == nullptr;
+  const fpgemm::Im2col im = im2col_of(p);
+  fpgemm::Problem g = gemm_view(p, ws);
+  if (req.im2col)
+    g.im2col = &im;
+  bool planned = false;
+  fp_gemm_plan plan;
+  char why[256];
+  *err = fpgemm::run_view(g, req, force, env, &planned, &plan, why, sizeof why);
+  if (!planned)
+    return false;
+  if (*err == cudaSuccess)
+    *kernels_launched = 1;
+  else
+    snprintf(msg, msglen, "conv as %s GEMM, the %s path (configuration %d, %dx%dx%d, split %d)%s%s",
+             req.im2col ? "an im2col" : "a", fp_gemm_path_name(plan.path), plan.config, plan.bm,
+             plan.bn, plan.bk, plan.split_k, why[0] != '\0' ? ": " : "", why);
+  return true;
 }
 
 /* the planner's row, or the one FUSEPORT_CUDA_CONV_CFG forces (a timing
@@ -745,12 +827,12 @@ extern "C" cudaError_t fp_cuda_conv_launch(fp_kernel_id id, const fp_karg *args,
     snprintf(msg, msglen, "%s is not a convolution", fp_kernel_name(id));
     return cudaErrorInvalidValue;
   }
-  if (nargs != 22) {
-    snprintf(msg, msglen, "%d arguments, conv takes 22", nargs);
+  if (nargs != 23) {
+    snprintf(msg, msglen, "%d arguments, conv takes 23", nargs);
     return cudaErrorInvalidValue;
   }
   /* (out, x, w, v0, v1, v2, v3, N, C, H, W, K, R, S, P, Q, stride, pad, dil,
-   *  nhwc, epilogue, eps) */
+   *  nhwc, epilogue, eps, ws) */
   Problem p;
   p.out = args[0].v.handle;
   p.x = args[1].v.handle;
@@ -769,22 +851,9 @@ extern "C" cudaError_t fp_cuda_conv_launch(fp_kernel_id id, const fp_karg *args,
     return cudaErrorInvalidValue;
 
   const int force = env->force_path;
-  if (env->conv_gemm && gemm_view_eligible(p)) {
-    bool planned = false;
-    fp_gemm_plan plan;
-    const fpgemm::Problem g = gemm_view(p);
-    char why[256];
-    const cudaError_t err = fpgemm::run_view(g, env, &planned, &plan, why, sizeof why);
-    if (planned) {
-      if (err == cudaSuccess)
-        *kernels_launched = 1;
-      else
-        snprintf(msg, msglen, "conv 1x1 as a GEMM, the %s path (configuration %d, %dx%dx%d)%s%s",
-                 fp_gemm_path_name(plan.path), plan.config, plan.bm, plan.bn, plan.bk,
-                 why[0] != '\0' ? ": " : "", why);
-      return err;
-    }
-  }
+  cudaError_t err;
+  if (run_as_gemm(p, args[22].v.handle, env, &err, kernels_launched, msg, msglen))
+    return err;
   ConvPath path = PATH_SIMT;
 #ifdef FUSEPORT_GEMM_SM90
   if ((kSm90Auto ? force != FP_GEMM_PATH_SIMT && force != FP_GEMM_PATH_SM80
@@ -795,7 +864,6 @@ extern "C" cudaError_t fp_cuda_conv_launch(fp_kernel_id id, const fp_karg *args,
   if (path == PATH_SIMT && force != FP_GEMM_PATH_SIMT && env->cc_major >= 8 &&
       fpconv::sm80_eligible(p))
     path = PATH_SM80;
-  cudaError_t err;
   int cfg;
   const char *name, *cfg_name;
   switch (path) {

@@ -95,6 +95,8 @@ static cudaError_t check_rows(const fp_gemm_plan &plan, int dtype, const void *a
 /* Runs p with the plan's path and configuration. */
 static cudaError_t run_plan(const fp_gemm_plan &plan, const fpgemm::Problem &p, cudaStream_t s) {
   const fpgemm::Config c = config_of(plan);
+  if (p.im2col != nullptr && plan.path != FP_GEMM_PATH_SM90)
+    return cudaErrorInvalidValue; /* no other path loads an im2col operand */
   switch (plan.path) {
 #ifdef FUSEPORT_GEMM_SM90
   case FP_GEMM_PATH_SM90:
@@ -217,31 +219,49 @@ static fp_gemm_request request_of(const fpgemm::Problem &p) {
   return req;
 }
 
-cudaError_t fpgemm::run_view(const Problem &p, const fp_cuda_gemm_env *env, bool *planned,
-                             fp_gemm_plan *plan, char *msg, size_t msglen) {
+cudaError_t fpgemm::run_view(const Problem &p, const fp_gemm_request &req, fp_gemm_path force,
+                             const fp_cuda_gemm_env *env, bool *planned, fp_gemm_plan *plan,
+                             char *msg, size_t msglen) {
   *planned = false;
   msg[0] = '\0';
-  if (FP_EPI_PAIRED(p.epilogue) || !epilogue_known(p.epilogue))
+  if (FP_EPI_PAIRED(p.epilogue) || !epilogue_known(p.epilogue) ||
+      (p.im2col != nullptr) != req.im2col)
     return cudaSuccess;
-  fp_gemm_request req = request_of(p);
-  req.no_split = true;
   const fp_gemm_device dev = device_of(env);
   char why[256];
-  if (!fp_gemm_plan_make(&req, &dev, (fp_gemm_path)env->force_path, plan, why, sizeof why) ||
-      plan->split_k != 1)
+  if (!fp_gemm_plan_make(&req, &dev, force, plan, why, sizeof why) ||
+      (plan->split_k > 1 && p.ws == nullptr))
     return cudaSuccess;
   if (check_rows(*plan, p.dtype, p.a, p.lda, p.b, p.ldb, why, sizeof why) != cudaSuccess)
     return cudaSuccess;
   *planned = true;
+  Problem q = p;
+  if (env->conv_cfg >= 0) {
+    /* FUSEPORT_CUDA_CONV_CFG: the path's row of that index (unsplit), where it runs p */
+    fp_gemm_plan cands[32];
+    const int n = fp_gemm_plan_candidates(&req, &dev, plan, cands, 32);
+    for (int k = 0; k < n; ++k)
+      if (cands[k].config == env->conv_cfg && cands[k].split_k == 1) {
+        *plan = cands[k];
+        q.ws_bytes = 0;
+        return run_plan(*plan, q, env->stream);
+      }
+  }
   if (fp_gemm_tuning_enabled() && !plan->tuned) {
-    /* as gemm_<dt>: time the candidates (never split-K) on these operands */
+    /* as gemm_<dt>: time the candidates (unsplit, and the planner's own) on these operands */
     const cudaError_t err = tune(
-        req, dev, plan, [&](const fp_gemm_plan &c) { return run_plan(c, p, env->stream); },
+        req, dev, plan,
+        [&](const fp_gemm_plan &c) {
+          Problem t = p;
+          t.ws_bytes = c.ws_bytes;
+          return run_plan(c, t, env->stream);
+        },
         env->stream, msg, msglen);
     if (err != cudaSuccess)
       return err;
   }
-  return run_plan(*plan, p, env->stream);
+  q.ws_bytes = plan->ws_bytes;
+  return run_plan(*plan, q, env->stream);
 }
 
 /* false (with msg) when the plan splits K and the recipe passed no workspace. */

@@ -55,6 +55,17 @@ template <> struct Storage<__nv_bfloat16> {
   }
 };
 
+/* A convolution's input as the GEMM's A operand, never materialised (the
+ * im2col loader of the SM90 path): x is NHWC [N, H, W, C] with C % 64 == 0;
+ * GEMM row m is output pixel (n, p, q) (m = (n P + p) Q + q), column kk is
+ * tap (r, s), channel c (kk = (r S + s) C + c), the value
+ * x[n, p stride - pad + r dil, q stride - pad + s dil, c] or zero outside
+ * the image. M = N*P*Q, K = R*S*C; conv.cu builds it (run_view). */
+struct Im2col {
+  long long N, H, W, C;
+  int R, S, P, Q, stride, pad, dil;
+};
+
 /* ---- the problem ---------------------------------------------------------------
  * The arguments of gemm_<dt> (kernels.def) as the launcher hands them to a
  * path: pointers already resolved, none as nullptr. */
@@ -73,18 +84,27 @@ struct Problem {
    * (run_view, gemm.cu) and bring their batch-norm along. */
   const void *bn[4] = {nullptr, nullptr, nullptr, nullptr};
   float eps = 0.0f;
+  /* A convolution's implicit GEMM: A is the im2col of the input at `a`
+   * (trans_b, unpaired, unsplit; the SM90 path only). nullptr: A is a
+   * matrix. */
+  const Im2col *im2col = nullptr;
 };
 
 /* The GEMM core seen from another family (gemm.cu): runs p, which has an
- * unpaired epilogue and no workspace, on env's device and stream with the
- * path and configuration the planner picks for it (never split-K), as
- * gemm_<dt> would (env->force_path and FUSEPORT_CUDA_GEMM_TUNE included:
- * unsplit candidates). *planned false: no path runs p here (a forced
- * path that cannot, rows a tensor-core path cannot load), nothing was
+ * unpaired epilogue, on env's device and stream with the path and
+ * configuration the planner picks for req (fp_conv_gemm_request's, with
+ * no_split where p has no workspace) under `force`, as gemm_<dt> would
+ * (FUSEPORT_CUDA_GEMM_TUNE included); a split plan's workspace is p.ws,
+ * which the caller's recipe sized from the same plan. *planned false: no
+ * path runs p here (rows a tensor-core path cannot load...), nothing was
  * launched, and the caller uses its own kernels. conv.cu runs its 1x1
- * convolutions this way. msg: why a tuning run failed (empty otherwise). */
-cudaError_t run_view(const Problem &p, const fp_cuda_gemm_env *env, bool *planned,
-                     fp_gemm_plan *plan, char *msg, size_t msglen);
+ * convolutions this way, and its NHWC ones through TMA's im2col mode
+ * (p.im2col, req.im2col). env->conv_cfg >= 0 (FUSEPORT_CUDA_CONV_CFG)
+ * forces that row of the path's table, unsplit, where it runs p. msg: why
+ * a tuning run failed (empty otherwise). */
+cudaError_t run_view(const Problem &p, const fp_gemm_request &req, fp_gemm_path force,
+                     const fp_cuda_gemm_env *env, bool *planned, fp_gemm_plan *plan, char *msg,
+                     size_t msglen);
 
 /* Whether a path runs this epilogue kind: gemm_<dt>'s FP_EPI_* and the
  * convolutions' batch-norm (unpaired, EpiLinear). */

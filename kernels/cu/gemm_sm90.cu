@@ -254,14 +254,64 @@ struct Sched {
   }
 };
 
+/* ---- the im2col A operand (Problem::im2col: conv.cu's implicit GEMM) --------------
+ * A k-block is the 64 channels c0 .. c0 + 63 of one tap (r, s): k-block kb
+ * has tap t = kb / cblocks, (r, s) = (t / S, t % S), c0 = 64 (kb % cblocks)
+ * (C % 64 == 0, so no k-block straddles two taps and K has no tail). Its A
+ * box is one TMA im2col load (mma_sm90.cuh's encode_im2col_nhwc map): the
+ * channels from c0 of the tile's 128 output pixels, each read at its tap,
+ * zeros for padding and for pixels past M; the same 128 rows x 64 k,
+ * 128B-swizzled, as a matrix's box. The load names the input coordinates of
+ * the tile's first pixel at tap (0, 0) and the tap as the im2col offset
+ * (s dil, r dil); the map's bounding box steps TMA through the following
+ * pixels in (n, p, q) order. */
+struct ImGeom {
+  int cblocks; /* C / 64 */
+  int S, dil, stride, pad, Q, PQ;
+};
+struct ImTap {
+  int n, h0, w0; /* the unit's first pixel: its image, tap (0, 0)'s input row and column */
+  int c0, r, s;  /* the k-block's channels and tap */
+  __device__ __forceinline__ void start(const ImGeom &g, int row, int kb) {
+    n = row / g.PQ;
+    const int pq = row - n * g.PQ, p = pq / g.Q, q = pq - p * g.Q;
+    h0 = p * g.stride - g.pad;
+    w0 = q * g.stride - g.pad;
+    const int t = kb / g.cblocks;
+    c0 = (kb - t * g.cblocks) * kBK;
+    r = t / g.S;
+    s = t - r * g.S;
+  }
+  __device__ __forceinline__ void next(const ImGeom &g) {
+    c0 += kBK;
+    if (c0 == g.cblocks * kBK) {
+      c0 = 0;
+      if (++s == g.S) {
+        s = 0;
+        ++r;
+      }
+    }
+  }
+};
+
 /* ---- producer: one k-block of A and B into a stage --------------------------------- */
-template <int BN, int STAGES, int OUTC, int CL, bool kTransB, bool kPaired>
-__device__ __forceinline__ void
-load_ab(const Smem<BN, STAGES, OUTC> &sm, int s, const CUtensorMap *ta, const CUtensorMap *tb,
-        int a_row, int kb, int tn, int n, int nb, int w, int shift, uint32_t rank) {
+template <int BN, int STAGES, int OUTC, int CL, bool kTransB, bool kPaired, bool kIm2col>
+__device__ __forceinline__ void load_ab(const Smem<BN, STAGES, OUTC> &sm, int s,
+                                        const CUtensorMap *ta, const CUtensorMap *tb, int a_row,
+                                        int kb, int tn, int n, int nb, int w, int shift,
+                                        uint32_t rank, const ImTap &tap, const ImGeom &ig) {
   using BT = BTile<BN, kTransB, kPaired>;
   mbar_arrive_expect_tx(sm.full(s), Smem<BN, STAGES, OUTC>::kStageBytes); /* all of A and B */
-  tma_load_2d(sm.a(s), ta, sm.full(s), kb * kBK, a_row);
+  if constexpr (kIm2col) {
+    (void)a_row;
+    tma_load_im2col_4d(sm.a(s), ta, sm.full(s), tap.c0, tap.w0, tap.h0, tap.n,
+                       static_cast<uint16_t>(tap.s * ig.dil),
+                       static_cast<uint16_t>(tap.r * ig.dil));
+  } else {
+    (void)tap;
+    (void)ig;
+    tma_load_2d(sm.a(s), ta, sm.full(s), kb * kBK, a_row);
+  }
 #pragma unroll
   for (int i = 0; i < BT::kBoxes; ++i) {
     const int col = BT::column(i, tn, n, nb, w, shift);
@@ -361,7 +411,7 @@ struct NoHook {
 
 /* ---- the GEMM kernel ------------------------------------------------------------------ */
 
-template <class T, class Epi, int BN, int STAGES, int CL, bool kSplit, bool kTransB>
+template <class T, class Epi, int BN, int STAGES, int CL, bool kSplit, bool kTransB, bool kIm2col>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap tma_a,
                 const __grid_constant__ CUtensorMap tma_b,
@@ -421,11 +471,16 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
         };
         const bool prefetch = SmemT::kBorrow > 0 && args.add_tma && real;
+        ImTap tap{};
+        if constexpr (kIm2col)
+          tap.start(args.im, a_row, w.kb0);
         for (int kb = w.kb0; kb < w.kb1; ++kb) {
           producer_acquire<STAGES>(sm.empty(ring.stage), ring);
-          load_ab<BN, STAGES, kOut, CL, kTransB, Epi::kPaired>(sm, ring.stage, &tma_a, &tma_b,
-                                                               a_row, kb, w.tn, args.N, args.NB,
-                                                               args.out_cols, args.shift, rank);
+          load_ab<BN, STAGES, kOut, CL, kTransB, Epi::kPaired, kIm2col>(
+              sm, ring.stage, &tma_a, &tma_b, a_row, kb, w.tn, args.N, args.NB, args.out_cols,
+              args.shift, rank, tap, args.im);
+          if constexpr (kIm2col)
+            tap.next(args.im);
           ring.advance();
         }
         if (prefetch)
@@ -590,8 +645,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                   pt1 = (pg + 1) * args.ptiles / args.pgroups;
         for (int kb = 0; kb < args.kblocks; ++kb) { /* the intermediate [128, N] */
           producer_acquire<STAGES>(sm.empty(ring.stage), ring);
-          load_ab<BN, STAGES, 0, 1, kTransB, false>(sm, ring.stage, &tma_a, &tma_b, tm * kBM, kb, 0,
-                                                    args.N, args.N, BN, 0, 0u);
+          load_ab<BN, STAGES, 0, 1, kTransB, false, false>(sm, ring.stage, &tma_a, &tma_b, tm * kBM,
+                                                           kb, 0, args.N, args.N, BN, 0, 0u,
+                                                           ImTap{}, ImGeom{});
           ring.advance();
         }
         for (int pt = pt0; pt < pt1; ++pt) /* then d, [64 n, 128 p] per stage */
@@ -703,6 +759,12 @@ cudaError_t sm90_run(const Problem &p, const Config &c, cudaStream_t stream) {
   if ((FP_EPI_READS_BIAS(p.epilogue) && p.bias == nullptr) ||
       (FP_EPI_READS_ADD(p.epilogue) && p.add == nullptr))
     return cudaErrorInvalidValue;
+  if (p.im2col != nullptr) { /* what the im2col loader assumes (ImGeom, ImTap) */
+    const Im2col &v = *p.im2col;
+    if (!p.trans_b || FP_EPI_PAIRED(p.epilogue) || v.C % kBK != 0 || v.N * v.P * v.Q != p.M ||
+        static_cast<long long>(v.R) * v.S * v.C != p.K || p.lda != p.K)
+      return cudaErrorInvalidValue;
+  }
   const int cluster = c.cluster < 1 ? 1 : c.cluster;
 #define FP_SM90_RUN_ROW(IDX, BM, BN, BK, ST, TH, SMEM, FL)                                         \
   case IDX:                                                                                        \

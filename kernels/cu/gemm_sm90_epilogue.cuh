@@ -28,6 +28,7 @@ template <class T, class Epi> struct GemmArgs {
   int add_tma;   /* ADD / ADD_RELU with add's rows 16-byte aligned: add comes in by TMA */
   int tiles;     /* mtiles * ntiles: split-K counters and slices */
   Sched sched;
+  ImGeom im; /* the im2col A operand (gemm_kernel's kIm2col) */
 };
 
 /* The accumulator pair (j, h) of this thread (mma_sm90.cuh's fragment)

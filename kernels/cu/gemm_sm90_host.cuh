@@ -79,11 +79,12 @@ cudaError_t prepare(KernelOnce<Kernel> &once, Kernel kernel, int smem_bytes) {
 
 /* ---- host: the GEMM launch ----------------------------------------------------------------- */
 
-template <class T, class Epi, int BN, int STAGES, int CL, bool kSplit, bool kTransB>
+template <class T, class Epi, int BN, int STAGES, int CL, bool kSplit, bool kTransB,
+          bool kIm2col = false>
 cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
   constexpr int kOutC = Epi::kPaired ? BN / 2 : BN;
   constexpr int kSmem = Smem<BN, STAGES, kOutC>::kBytes;
-  auto kernel = gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, kTransB>;
+  auto kernel = gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, kTransB, kIm2col>;
   static KernelOnce<decltype(kernel)> once;
 
   int sms = 0;
@@ -141,7 +142,21 @@ cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
   CUtensorMap ta, tb, tc, tadd;
   memset(&tc, 0, sizeof tc);     /* unused unless tma_store */
   memset(&tadd, 0, sizeof tadd); /* unused unless add_tma */
-  e = encode_2d(&ta, p.dtype, p.a, p.K, p.M, p.lda, kBK, kBM);
+  memset(&args.im, 0, sizeof args.im);
+  if constexpr (kIm2col) { /* x through an im2col map: boxes of 64 channels x kBM pixels */
+    const Im2col &v = *p.im2col;
+    args.im.cblocks = static_cast<int>(v.C / kBK);
+    args.im.S = v.S;
+    args.im.dil = v.dil;
+    args.im.stride = v.stride;
+    args.im.pad = v.pad;
+    args.im.Q = v.Q;
+    args.im.PQ = v.P * v.Q; /* sm90_run checked: at most M */
+    e = encode_im2col_nhwc(&ta, p.dtype, p.a, v.N, v.H, v.W, v.C, v.R, v.S, v.stride, v.pad, v.dil,
+                           kBK, kBM);
+  } else {
+    e = encode_2d(&ta, p.dtype, p.a, p.K, p.M, p.lda, kBK, kBM);
+  }
   if (e == cudaSuccess)
     e = encode_b(&tb, p.dtype, p.b, p.trans_b != 0, p.K, nb, p.ldb, BN);
   if (e == cudaSuccess && args.tma_store) /* out [M, N]: staging boxes of 64 rows x 64 columns */
@@ -219,6 +234,12 @@ cudaError_t run_row(const Problem &p, const Config &c, cudaStream_t stream) {
       using T = decltype(tag);
       const auto for_epi = [&](auto epi_tag) -> cudaError_t {
         using Epi = std::remove_pointer_t<decltype(epi_tag)>;
+        if (p.im2col != nullptr) { /* a convolution: unpaired, trans_b (sm90_run) */
+          if constexpr (kPairedRow)
+            return cudaErrorInvalidValue;
+          else
+            return launch_gemm<T, Epi, BN, STAGES, CL, kSplit, true, true>(p, split_k, stream);
+        }
         if (p.trans_b)
           return launch_gemm<T, Epi, BN, STAGES, CL, kSplit, true>(p, split_k, stream);
         return launch_gemm<T, Epi, BN, STAGES, CL, kSplit, false>(p, split_k, stream);
@@ -344,8 +365,10 @@ struct StubList {
 template <class T, class Epi, int BN, int STAGES, unsigned FLAGS> void stubs_epi(StubList &l) {
   constexpr bool kSplit = (FLAGS & FP_GEMM_CFG_SPLIT_K) != 0;
   constexpr int CL = (FLAGS & FP_GEMM_CFG_CLUSTER2) ? 2 : 1;
-  l.add(reinterpret_cast<const void *>(gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, false>));
-  l.add(reinterpret_cast<const void *>(gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, true>));
+  l.add(reinterpret_cast<const void *>(gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, false, false>));
+  l.add(reinterpret_cast<const void *>(gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, true, false>));
+  if constexpr (!Epi::kPaired) /* the convolutions' im2col loader (run_row) */
+    l.add(reinterpret_cast<const void *>(gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, true, true>));
 }
 template <class T, int BN, int STAGES, unsigned FLAGS> void stubs_t(StubList &l) {
   if constexpr ((FLAGS & FP_GEMM_CFG_B2B) != 0) {
