@@ -122,7 +122,9 @@ static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "the SM's regi
 
 /* ---- shared memory ---------------------------------------------------------------
  * From the first 1024-aligned byte: STAGES x [A tile | B tile], then each
- * consumer warpgroup's kEpiBufs staging boxes, then the full[STAGES] and
+ * consumer warpgroup's kEpiBufs staging boxes, then each one's bias row
+ * (OUTC values of T: BIAS and BIAS_RELU read their columns' bias there,
+ * see the epilogue), then the full[STAGES] and
  * empty[STAGES] mbarriers, two mbarriers per consumer warpgroup (the add
  * tile's chunks in its own boxes / in the borrowed stage landed; not in
  * gemm2), then one word (split-K flag). A tile has
@@ -136,13 +138,15 @@ template <int BN, int STAGES, int OUTC> struct Smem {
   static constexpr int kStageBytes = kABytes + kBBytes;
   static constexpr int kChunks = OUTC / kEpiCols;
   static constexpr int kEpiBarBytes = OUTC > 0 ? 32 : 0;
-  static constexpr int kFit =
-      (kSmemLimit - 1024 - STAGES * kStageBytes - STAGES * 16 - kEpiBarBytes - 16) /
-      (2 * kEpiBoxBytes);
+  static constexpr int kBiasRowBytes = OUTC * 2; /* a warpgroup's bias row (16-bit T) */
+  static constexpr int kFit = (kSmemLimit - 1024 - STAGES * kStageBytes - 2 * kBiasRowBytes -
+                               STAGES * 16 - kEpiBarBytes - 16) /
+                              (2 * kEpiBoxBytes);
   static constexpr int kEpiBufs = kChunks < kFit ? kChunks : kFit;
   static constexpr int kBorrow = kChunks - kEpiBufs;
   static constexpr int kEpiOffset = STAGES * kStageBytes;
-  static constexpr int kBarOffset = kEpiOffset + 2 * kEpiBufs * kEpiBoxBytes;
+  static constexpr int kBiasOffset = kEpiOffset + 2 * kEpiBufs * kEpiBoxBytes;
+  static constexpr int kBarOffset = kBiasOffset + 2 * kBiasRowBytes;
   static constexpr int kEpiBarOffset = kBarOffset + STAGES * 16;
   static constexpr int kFlagOffset = kEpiBarOffset + kEpiBarBytes;
   static constexpr int kBytes = 1024 + kFlagOffset + 16;
@@ -160,6 +164,8 @@ template <int BN, int STAGES, int OUTC> struct Smem {
   __device__ uint32_t box(int cw, int c, int held) const {
     return c < kEpiBufs ? epi(cw, c) : a(held) + (cw * kBorrow + c - kEpiBufs) * kEpiBoxBytes;
   }
+  /* warpgroup cw's bias row: the tile's OUTC bias values (the epilogue's) */
+  __device__ uint32_t bias_row(int cw) const { return base + kBiasOffset + cw * kBiasRowBytes; }
   __device__ uint32_t full(int s) const { return base + kBarOffset + 8 * s; }
   __device__ uint32_t empty(int s) const { return base + kBarOffset + 8 * (STAGES + s); }
   __device__ uint32_t epibar(int cw) const { return base + kEpiBarOffset + 8 * cw; }

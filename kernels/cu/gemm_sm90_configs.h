@@ -22,6 +22,7 @@
  *              beside the rest in the 232448-byte opt-in; the other
  *              OUT / 64 - E go into the stage of the tile's last k-block);
  *              OUT = BN, BN / 2 for PAIRED, 0 for B2B)
+ *            + 2 * OUT * 2 (each consumer warpgroup's bias row: OUT values)
  *            + STAGES * 16 (a full and an empty mbarrier per stage)
  *            + 32 unless B2B (two mbarriers per consumer warpgroup) + 16,
  * the exact dynamic shared memory the kernel asks for (gemm_sm90.cu
@@ -39,27 +40,27 @@
 /* clang-format off */
 #define FP_GEMM_SM90_CONFIGS(X)                                                                    \
   /* big GEMMs: 128x256 tiles in M-pairs, B multicast to both (half the L2 reads of B) */          \
-  X(0, 128, 256, 64, 4, 384, 230512, FP_GEMM_CFG_CLUSTER2)                                         \
+  X(0, 128, 256, 64, 4, 384, 231536, FP_GEMM_CFG_CLUSTER2)                                         \
   /* big GEMMs without clusters (odd tile rows, or when pairs do not fill the GPU) */              \
-  X(1, 128, 256, 64, 4, 384, 230512, 0)                                                            \
+  X(1, 128, 256, 64, 4, 384, 231536, 0)                                                            \
   /* mid sizes (more tiles than 128x256 gives); split-K for few tiles and long K */                \
-  X(2, 128, 128, 64, 6, 384, 230544, FP_GEMM_CFG_SPLIT_K)                                          \
+  X(2, 128, 128, 64, 6, 384, 231056, FP_GEMM_CFG_SPLIT_K)                                          \
   /* small N (<= 64) or too few 128x128 tiles; split-K likewise */                                 \
-  X(3, 128, 64, 64, 8, 384, 214192, FP_GEMM_CFG_SPLIT_K)                                           \
+  X(3, 128, 64, 64, 8, 384, 214448, FP_GEMM_CFG_SPLIT_K)                                           \
   /* paired epilogues (SPLIT_ACT, GEGLU), big: 128 x 128 outputs from a 128x256 product tile */    \
-  X(4, 128, 256, 64, 4, 384, 230512, FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_CLUSTER2)                    \
+  X(4, 128, 256, 64, 4, 384, 231024, FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_CLUSTER2)                    \
   /* paired epilogues, mid and small (128 x 64 outputs per block); split-K */                      \
-  X(5, 128, 128, 64, 6, 384, 214160, FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_SPLIT_K)                     \
+  X(5, 128, 128, 64, 6, 384, 214416, FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_SPLIT_K)                     \
   /* gemm2 (b2b) for N <= 128 */                                                                   \
   X(6, 128, 128, 64, 6, 384, 197744, FP_GEMM_CFG_B2B)                                              \
   /* gemm2 (b2b) for N <= 256 */                                                                   \
   X(7, 128, 256, 64, 4, 384, 197712, FP_GEMM_CFG_B2B)                                              \
   /* paired epilogues, big, without clusters (odd tile rows) */                                    \
-  X(8, 128, 256, 64, 4, 384, 230512, FP_GEMM_CFG_PAIRED)                                           \
+  X(8, 128, 256, 64, 4, 384, 231024, FP_GEMM_CFG_PAIRED)                                           \
   /* sizes that 256-wide tiles quantise badly (N or the tile count: 3072, 1536) */                 \
-  X(9, 128, 192, 64, 4, 384, 214128, 0)                                                            \
+  X(9, 128, 192, 64, 4, 384, 214896, 0)                                                            \
   /* B multicast on 128x128 tiles: rows of A or B that are not 128-byte aligned */                 \
-  X(10, 128, 128, 64, 6, 384, 230544, FP_GEMM_CFG_CLUSTER2)
+  X(10, 128, 128, 64, 6, 384, 231056, FP_GEMM_CFG_CLUSTER2)
 /* clang-format on */
 
 #endif

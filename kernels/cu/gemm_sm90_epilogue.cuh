@@ -100,6 +100,97 @@ __device__ __forceinline__ void apply_tile(const typename Epi::Params &ep, float
   }
 }
 
+/* Per-column epilogue operands. Every column of a tile is held by 32
+ * threads of a warpgroup (8 lanes of each of its 4 warps), so per-pair
+ * reads of bias or of BN's four vectors cost 32x what the tile needs;
+ * for BN (4 loads, a conversion each and an rsqrt per column) that made
+ * the epilogue instruction-bound (H200, 2026-11-28: conv_bn 1x1 layers
+ * took 1.2-1.5x conv_relu's time), and one-wave GEMMs waited on the
+ * bias loads (conv_relu 512x7x7 -> 2048: 1.16x). Instead the warpgroup
+ * reads each column's operands once into shared memory, and every thread
+ * reads its two columns' with one shared load per column group:
+ *   BIAS, BIAS_RELU: the bias values, as T, into the warpgroup's bias row
+ *     (Smem::bias_row; v = acc + bias as before);
+ *   BN: (scale, shift) as floats into the warpgroup's first staging box
+ *     (free once the previous tile's stores have read it): scale =
+ *     gamma / sqrt(var + eps) (bn_apply's rsqrt), shift = beta - mean *
+ *     scale, v = fma(acc, scale, shift) (the folded form: within a few
+ *     float32 ulp of mean * scale of bn_apply).
+ * Columns past n_lim get 0: they are never stored. */
+template <class T, int kOut>
+__device__ __forceinline__ void build_bias_row(const T *bias, uint32_t row, int n0, int n_lim) {
+  for (int c = threadIdx.x & 127; c < kOut; c += 128) {
+    const int col = n0 + c;
+    T b = Storage<T>::from_float(0.0f);
+    if (col < n_lim)
+      b = bias[col];
+    uint16_t bits;
+    memcpy(&bits, &b, 2);
+    asm volatile("st.shared.b16 [%0], %1;" ::"r"(row + 2 * c), "h"(bits) : "memory");
+  }
+}
+
+/* acc + bias (then relu) for this thread's columns col0 + 8 j + {0, 1}
+ * (row entries 8 j + 2 q, + 1; q = lane % 4). */
+template <class T, int BN>
+__device__ __forceinline__ void apply_bias_row(float (&acc)[BN / 2], uint32_t row, int lane,
+                                               bool relu) {
+  const uint32_t base = row + 4 * (lane & 3);
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    uint32_t bits;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(bits) : "r"(base + 16 * j) : "memory");
+    const float2 b = unpack2<T>(bits);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int l = 4 * j + 2 * h;
+      const int kind = relu ? FP_EPI_BIAS_RELU : FP_EPI_BIAS;
+      acc[l] = fp_epilogue_unpaired(kind, acc[l], b.x);
+      acc[l + 1] = fp_epilogue_unpaired(kind, acc[l + 1], b.y);
+    }
+  }
+}
+
+template <class T, int kOut>
+__device__ __forceinline__ void build_bn_table(const typename EpiLinear<T>::Params &ep,
+                                               uint32_t table, int n0, int n_lim) {
+  static_assert(8 * kOut <= kEpiBoxBytes, "the BN table fits a staging box");
+  for (int c = threadIdx.x & 127; c < kOut; c += 128) {
+    const int col = n0 + c;
+    float scale = 0.0f, shift = 0.0f;
+    if (col < n_lim) {
+      const float mean = Storage<T>::to_float(ep.bn[0][col]);
+      const float var = Storage<T>::to_float(ep.bn[1][col]);
+      const float gamma = Storage<T>::to_float(ep.bn[2][col]);
+      const float beta = Storage<T>::to_float(ep.bn[3][col]);
+      scale = gamma * rsqrtf(var + ep.eps);
+      shift = fmaf(-mean, scale, beta);
+    }
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(table + 8 * c), "f"(scale), "f"(shift)
+                 : "memory");
+  }
+}
+
+/* fma(acc, scale, shift) for this thread's columns (table entries 8 j + 2 q, + 1). */
+template <int BN>
+__device__ __forceinline__ void apply_bn_table(float (&acc)[BN / 2], uint32_t table, int lane) {
+  const uint32_t base = table + 16 * (lane & 3);
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    float s0, t0, s1, t1;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(s0), "=f"(t0), "=f"(s1), "=f"(t1)
+                 : "r"(base + 64 * j)
+                 : "memory");
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int l = 4 * j + 2 * h;
+      acc[l] = fmaf(acc[l], s0, t0);
+      acc[l + 1] = fmaf(acc[l + 1], s1, t1);
+    }
+  }
+}
+
 /* Staging box addressing: box row r (of the warpgroup's 64) at r * 128
  * bytes, its 16-byte chunk c at c ^ (r % 8) (TMA's 128B swizzle; an
  * 8-column group is one chunk). For stmatrix / ldmatrix x4 over groups jc,
@@ -272,7 +363,30 @@ __device__ __forceinline__ void epilogue(const GemmArgs<T, Epi> &args, const CUt
   }
   if (!add_in_box) {
     const bool interior = grow0 + 64 <= args.M && n0 + w <= args.N;
+    bool by_table = false;
     if constexpr (std::is_same<Epi, EpiLinear<T>>::value) {
+      const int kind = args.ep.kind;
+      if (kind == FP_CONV_EPI_BN) {
+        const uint32_t table = sm.box(cw, 0, held);
+        if (tma && elected)
+          bulk_wait_read<0>(); /* the previous tile's stores have read the box */
+        warpgroup_sync(cw);
+        build_bn_table<T, kOut>(args.ep, table, n0, n_lim);
+        warpgroup_sync(cw);
+        apply_bn_table<BN>(acc, table, lane);
+        by_table = true;
+      } else if (kind == FP_EPI_BIAS || kind == FP_EPI_BIAS_RELU) {
+        /* the previous tile's reads of the row ended before its staging's sync */
+        build_bias_row<T, kOut>(args.ep.bias, sm.bias_row(cw), n0, n_lim);
+        warpgroup_sync(cw);
+        apply_bias_row<T, BN>(acc, sm.bias_row(cw), lane, kind == FP_EPI_BIAS_RELU);
+        by_table = true;
+      }
+    }
+    if (by_table) {
+      /* done: the sync before staging keeps box 0 and the bias row until every
+       * thread has read them */
+    } else if constexpr (std::is_same<Epi, EpiLinear<T>>::value) {
       /* the kind as a constant on edge tiles too: the generic form (every
        * kind's branches per pair, fully unrolled) is cold code that an edge
        * tile runs once, and its instruction fetches made a single-wave GEMM
@@ -287,13 +401,11 @@ __device__ __forceinline__ void epilogue(const GemmArgs<T, Epi> &args, const CUt
     else                                                                                           \
       apply_tile<T, Epi, BN, false>(ep, acc, args.M, args.N, n_lim, row0, col0);                   \
     break;
+        /* BIAS, BIAS_RELU and BN: above */
         FP_SM90_KIND(FP_EPI_NONE)
-        FP_SM90_KIND(FP_EPI_BIAS)
         FP_SM90_KIND(FP_EPI_ADD)
         FP_SM90_KIND(FP_EPI_RELU)
-        FP_SM90_KIND(FP_EPI_BIAS_RELU)
         FP_SM90_KIND(FP_EPI_ADD_RELU)
-        FP_SM90_KIND(FP_CONV_EPI_BN)
 #undef FP_SM90_KIND
       default:
         break;
