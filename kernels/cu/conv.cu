@@ -773,11 +773,7 @@ bool aligned16(const void *ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u
  * path takes it; nothing launched. */
 bool run_as_gemm(const Problem &p, void *ws, const fp_cuda_gemm_env *env, cudaError_t *err,
                  int *kernels_launched, char *msg, size_t msglen) {
-  fp_gemm_device dev;
-  dev.cc_major = env->cc_major;
-  dev.cc_minor = env->cc_minor;
-  dev.sm_count = env->sm_count;
-  dev.smem_optin = env->smem_optin;
+  const fp_gemm_device dev = fpgemm::device_of(env);
   const fp_conv_gemm_shape shape = shape_of(p);
   fp_gemm_path force = static_cast<fp_gemm_path>(env->force_path);
   fp_gemm_request req;

@@ -194,8 +194,7 @@ static cudaError_t tune(const fp_gemm_request &req, const fp_gemm_device &dev, f
   return cudaSuccess;
 }
 
-/* The planner's view of the launching device. */
-static fp_gemm_device device_of(const fp_cuda_gemm_env *env) {
+fp_gemm_device fpgemm::device_of(const fp_cuda_gemm_env *env) {
   fp_gemm_device dev;
   dev.cc_major = env->cc_major;
   dev.cc_minor = env->cc_minor;
@@ -227,7 +226,7 @@ cudaError_t fpgemm::run_view(const Problem &p, const fp_gemm_request &req, fp_ge
   if (FP_EPI_PAIRED(p.epilogue) || !epilogue_known(p.epilogue) ||
       (p.im2col != nullptr) != req.im2col)
     return cudaSuccess;
-  const fp_gemm_device dev = device_of(env);
+  const fp_gemm_device dev = fpgemm::device_of(env);
   char why[256];
   if (!fp_gemm_plan_make(&req, &dev, force, plan, why, sizeof why) ||
       (plan->split_k > 1 && p.ws == nullptr))
@@ -303,7 +302,7 @@ static cudaError_t launch_dw(fp_kernel_id id, const fp_karg *args, int nargs,
     snprintf(msg, msglen, "lddy %lld < COUT %lld", p.lddy, p.COUT);
     return cudaErrorInvalidValue;
   }
-  const fp_gemm_device dev = device_of(env);
+  const fp_gemm_device dev = fpgemm::device_of(env);
   fp_dw_plan plan;
   char why[256];
   if (!fp_dw_plan_make(p.K, p.COUT, p.CIN, &dev, (fp_gemm_path)env->force_path, &plan, why,
@@ -345,7 +344,7 @@ extern "C" cudaError_t fp_cuda_gemm_launch(fp_kernel_id id, const fp_karg *args,
     snprintf(msg, msglen, "%d arguments, the gemm kernels take 13", nargs);
     return cudaErrorInvalidValue;
   }
-  const fp_gemm_device dev = device_of(env);
+  const fp_gemm_device dev = fpgemm::device_of(env);
   fp_gemm_request req;
   memset(&req, 0, sizeof req);
   req.dtype = dtype_of(id);
