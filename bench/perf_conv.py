@@ -11,6 +11,10 @@ dtypes or batches of the same call: their cells join the first two files'),
 and prints markdown:
   - the issue's goals with what was measured (geometric means over ResNet-50's
     layers at batch >= 8, and the lowest cell);
+  - per op and batch (f16 NHWC): the same against conv alone (lowest, layers
+    at the goal), eager and compile, 3x3 and 1x1 layers apart;
+  - from any opencl-*.json in the folder (fuseport bench on OpenCL): fused
+    against its im2col + CLBlast path (unfused), per op, dtype and layout;
   - per op and params, per layer (f16 NHWC, batch >= 8): fused TFLOP/s,
     cuDNN's convolution alone (torch_conv.py's mode conv: F.conv2d without
     bias) in TFLOP/s, then fused against conv alone (goal >= 0.95), eager
@@ -197,6 +201,49 @@ def main():
                       for r in [ratio(cells, peer)] if r is not None]
                 cols.append(summarise(rs))
             print(f"| {text} | {op} {ptext} | " + " | ".join(cols) + " |")
+
+    # ---- per batch
+    print("\nPer op and batch, f16 NHWC, ResNet-50's layers (the stem apart): geometric mean of the ratio "
+          "(lowest; layers at the goal)\n")
+    print("| op | batch | 3x3: x conv alone (>= 0.95) | 1x1: x conv alone (>= 0.95) | 3x3: x eager, x compile "
+          "| 1x1: x eager, x compile |")
+    print("|---|---|---|---|---|---|")
+    for op, ptext in ops:
+        rows = [(k, c) for k, c in selected(merged, "f16", "nhwc", lambda s: resnet(s, 1))
+                if k[0] == op and param_text(k) == ptext]
+        for batch in sorted({k[1][0] for k, _ in rows}, reverse=True):
+            def of(R, peer):
+                return [r for k, c in rows if k[1][0] == batch and k[1][5] == R for r in [ratio(c, peer)]
+                        if r is not None]
+            cols = []
+            for R in (3, 1):
+                rs = of(R, "conv")
+                cols.append(f"{gm(rs):.2f} ({min(rs):.2f}; {sum(r >= 0.95 for r in rs)} of {len(rs)})"
+                            if rs else "n/a")
+            for R in (3, 1):
+                cols.append(", ".join(f"{gm(of(R, v)):.2f}" if of(R, v) else "n/a" for v in ("eager", "compile")))
+            print(f"| {op} {ptext} | {batch} | " + " | ".join(cols) + " |")
+
+    # ---- OpenCL: fused against its im2col + CLBlast path
+    for name in sorted(os.listdir(folder)):
+        if not (name.startswith("opencl-") and name.endswith(".json")):
+            continue
+        doc, cells = load(os.path.join(folder, name))
+        m = doc["meta"]
+        print(f"\n`{name}` ({m.get('device')}, {m.get('platform')}, {str(m.get('date'))[:10]}): fused against "
+              "its im2col + CLBlast path (x unfused: unfused median / fused median)\n")
+        print("| op | dtype | layout | cells | x unfused: geometric mean (min-max) | fused faster |")
+        print("|---|---|---|---|---|---|")
+        ocl = rekey(cells)
+        for combo in sorted({(k[0], param_text(k), dict(k[2]).get("dtype"), dict(k[2]).get("layout"))
+                             for k, c in ocl.items() if "fused" in c}):
+            op, ptext, dtype, layout = combo
+            rs = [r for k, c in ocl.items() if (k[0], param_text(k), dict(k[2]).get("dtype"),
+                                                dict(k[2]).get("layout")) == combo
+                  for r in [ratio(c, "unfused")] if r is not None]
+            if rs:
+                print(f"| {op} {ptext} | {dtype} | {layout} | {len(rs)} | {gm(rs):.2f} ({min(rs):.2f}-{max(rs):.2f}) "
+                      f"| {sum(r > 1 for r in rs)} of {len(rs)} |")
 
     # ---- per layer
     if not no_layers:
