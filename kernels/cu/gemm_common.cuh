@@ -90,6 +90,9 @@ struct Problem {
   const Im2col *im2col = nullptr;
 };
 
+/* The planner's view of the launching device (gemm.cu). */
+fp_gemm_device device_of(const fp_cuda_gemm_env *env);
+
 /* The GEMM core seen from another family (gemm.cu): runs p, which has an
  * unpaired epilogue, on env's device and stream with the path and
  * configuration the planner picks for req (fp_conv_gemm_request's, with
@@ -102,9 +105,6 @@ struct Problem {
  * (p.im2col, req.im2col). env->conv_cfg >= 0 (FUSEPORT_CUDA_CONV_CFG)
  * forces that row of the path's table, unsplit, where it runs p. msg: why
  * a tuning run failed (empty otherwise). */
-/* The planner's view of the launching device (gemm.cu). */
-fp_gemm_device device_of(const fp_cuda_gemm_env *env);
-
 cudaError_t run_view(const Problem &p, const fp_gemm_request &req, fp_gemm_path force,
                      const fp_cuda_gemm_env *env, bool *planned, fp_gemm_plan *plan, char *msg,
                      size_t msglen);

@@ -136,6 +136,7 @@ template <class T, int BN>
 __device__ __forceinline__ void apply_bias_row(float (&acc)[BN / 2], uint32_t row, int lane,
                                                bool relu) {
   const uint32_t base = row + 4 * (lane & 3);
+  const int kind = relu ? FP_EPI_BIAS_RELU : FP_EPI_BIAS;
 #pragma unroll
   for (int j = 0; j < BN / 8; ++j) {
     uint32_t bits;
@@ -144,7 +145,6 @@ __device__ __forceinline__ void apply_bias_row(float (&acc)[BN / 2], uint32_t ro
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int l = 4 * j + 2 * h;
-      const int kind = relu ? FP_EPI_BIAS_RELU : FP_EPI_BIAS;
       acc[l] = fp_epilogue_unpaired(kind, acc[l], b.x);
       acc[l + 1] = fp_epilogue_unpaired(kind, acc[l + 1], b.y);
     }
