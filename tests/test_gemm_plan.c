@@ -277,6 +277,42 @@ static void test_sm90_padded_rows(void **state) {
   assert_true((must_plan(&r, &h100, FP_GEMM_PATH_AUTO).flags & FP_GEMM_CFG_CLUSTER2) != 0);
 }
 
+/* The swapped rows (out^T = B A^T, M cut in tiles of 192 or 224) where
+ * they fit M to the SMs, on K-major B and per-column epilogues only:
+ * 1568 x 2048 takes 7 x 16 tiles of 224 (cuBLASLt's choice on an H200),
+ * 6272 x 512 33 x 4 of 192; 4096^3 keeps 128 x 256 in clusters; B
+ * row-major, a full add tensor, N % 8 != 0 and im2col never swap. */
+static void test_sm90_swap(void **state) {
+  (void)state;
+  if (!fp_gemm_has_sm90())
+    skip(); /* CI's build has no sm90 rows: nothing to plan */
+  fp_gemm_request r = req(1, 1568, 2048, 512, FP_EPI_BIAS);
+  r.trans_b = true;
+  fp_gemm_plan p = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+  assert_true((p.flags & FP_GEMM_CFG_SWAP) != 0);
+  assert_int_equal(p.bn, 224);
+  assert_int_equal(p.split_k, 1);
+  r = req(1, 6272, 512, 1024, FP_CONV_EPI_BN);
+  r.trans_b = true;
+  p = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+  assert_true((p.flags & FP_GEMM_CFG_SWAP) != 0);
+  assert_int_equal(p.bn, 192);
+  r = req(1, 4096, 4096, 4096, FP_EPI_RELU);
+  r.trans_b = true;
+  assert_true((must_plan(&r, &h100, FP_GEMM_PATH_AUTO).flags & FP_GEMM_CFG_SWAP) == 0);
+  r = req(1, 1568, 2048, 512, FP_EPI_BIAS); /* B [K, N] */
+  assert_true((must_plan(&r, &h100, FP_GEMM_PATH_AUTO).flags & FP_GEMM_CFG_SWAP) == 0);
+  r.trans_b = true;
+  r.epilogue = FP_EPI_ADD;
+  assert_true((must_plan(&r, &h100, FP_GEMM_PATH_AUTO).flags & FP_GEMM_CFG_SWAP) == 0);
+  r.epilogue = FP_EPI_BIAS;
+  r.N = 2044;
+  assert_true((must_plan(&r, &h100, FP_GEMM_PATH_AUTO).flags & FP_GEMM_CFG_SWAP) == 0);
+  r.N = 2048;
+  r.im2col = true;
+  assert_true((must_plan(&r, &h100, FP_GEMM_PATH_SM90).flags & FP_GEMM_CFG_SWAP) == 0);
+}
+
 /* Skinny f16 (M <= 8) whose column tiles fill at most half the SMs splits
  * K to about one block an SM (1x4096x4096: 64 tiles of 64 columns, split 2
  * on 132 SMs); M = 16 and GEMMs with enough tiles stay unsplit. */
@@ -452,6 +488,7 @@ int main(void) {
       cmocka_unit_test(test_conv_requests),
       cmocka_unit_test(test_skinny_split),
       cmocka_unit_test(test_sm90_padded_rows),
+      cmocka_unit_test(test_sm90_swap),
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_tuning_cache),
       cmocka_unit_test(test_dw_plan),

@@ -400,6 +400,17 @@ static void plan_from_row(const cfg_row *c, int split, const fp_gemm_request *r,
   out->ws_bytes = split_ws_bytes(tiles, split, c->bm, c->bn);
 }
 
+/* What a SWAP row (out^T = B A^T) runs: B [N, K] K-major, an unpaired
+ * epilogue without an add tensor, no im2col, out's rows 16-byte aligned
+ * (N % 8 == 0; gemm_sm90_host.cuh's swap_ok also asks out's address, and
+ * runs row 1 where it is not aligned). */
+static bool swap_fits(const fp_gemm_request *r) {
+  const int k = r->epilogue;
+  return !r->b2b && r->trans_b && !r->im2col && r->N % 8 == 0 &&
+         (k == FP_EPI_NONE || k == FP_EPI_RELU || k == FP_EPI_BIAS || k == FP_EPI_BIAS_RELU ||
+          k == FP_CONV_EPI_BN);
+}
+
 /* Whether row c can run r on d (before any cost). A cluster of two blocks
  * along M shares B's tiles, so its grid needs an even number of tile rows. */
 static bool row_fits(const cfg_row *c, const fp_gemm_request *r, const fp_gemm_device *d,
@@ -414,6 +425,8 @@ static bool row_fits(const cfg_row *c, const fp_gemm_request *r, const fp_gemm_d
   if (r->b2b && c->bn < r->N)
     return false; /* the intermediate would not fit on chip */
   if (paired && (c->flags & FP_GEMM_CFG_PAIRED) == 0)
+    return false;
+  if ((c->flags & FP_GEMM_CFG_SWAP) != 0 && !swap_fits(r))
     return false;
   /* A skinny row is built for both kinds of epilogue; the other paths
    * build a PAIRED row for the paired ones only (their launchers refuse an
@@ -469,9 +482,15 @@ static bool sm90_misaligned(const fp_gemm_request *r, int64_t NB) {
 }
 static double sm90_config_cost(const cfg_row *c, int64_t M, int64_t NB, int64_t K, int sms,
                                int split_k) {
-  const int64_t tiles = ceil_div(M, c->bm) * ceil_div(NB, c->bn);
+  const bool swap = (c->flags & FP_GEMM_CFG_SWAP) != 0; /* tiles of BM of N by BN of M */
+  const int64_t tiles =
+      swap ? ceil_div(NB, c->bm) * ceil_div(M, c->bn) : ceil_div(M, c->bm) * ceil_div(NB, c->bn);
   const double waves = (double)ceil_div(tiles * split_k, sms > 0 ? sms : 1);
-  const double eff = c->bn >= 256 ? 1.0 : c->bn >= 192 ? 0.87 : c->bn >= 128 ? 0.81 : 0.53;
+  const double eff = c->bn >= 256   ? 1.0
+                     : c->bn >= 224 ? 0.95
+                     : c->bn >= 192 ? 0.87
+                     : c->bn >= 128 ? 0.81
+                                    : 0.53;
   const double k_share = (double)ceil_div(K, split_k);
   return waves * (double)c->bm * (double)c->bn * k_share / eff;
 }

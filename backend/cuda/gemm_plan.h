@@ -40,6 +40,10 @@ typedef enum fp_gemm_path {
 #define FP_GEMM_CFG_SPLIT_K 2u  /* supports split_k > 1 */
 #define FP_GEMM_CFG_B2B 4u      /* a gemm2 configuration: BN is the largest N it keeps on chip */
 #define FP_GEMM_CFG_CLUSTER2 8u /* launched in clusters of 2 along M (TMA multicast of B) */
+/* computes out^T = B A^T (sm90): the tile's 128 rows are N, its BN columns M,
+ * so M's tiles can be any multiple of 8 wide; trans_b, unpaired, per-column
+ * epilogues (none, relu, bias, BN), N % 8 == 0 */
+#define FP_GEMM_CFG_SWAP 16u
 
 /* What a GEMM asks for: gemm_<dt> (b2b false) or gemm2_<dt> (b2b true). */
 typedef struct fp_gemm_request {

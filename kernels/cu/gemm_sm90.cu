@@ -2,7 +2,8 @@
  * Semantics: kernels/kernels.def, family gemm; shared parts:
  * gemm_common.cuh; tile configurations: gemm_sm90_configs.h; PTX
  * wrappers: mma_sm90.cuh. Parts of this file, included in place: the
- * epilogue, gemm_sm90_epilogue.cuh; the host side, gemm_sm90_host.cuh.
+ * epilogue, gemm_sm90_epilogue.cuh; the b2b kernel, gemm_sm90_b2b.cuh; the
+ * host side, gemm_sm90_host.cuh.
  *
  * Shape of a block (384 threads, one per SM, persistent):
  *   warpgroup 0, the producer: one thread issues the TMA copies of A and B
@@ -66,6 +67,15 @@
  * half still covers it), and before the epilogue each thread fetches right
  * column c + s from its quad's lanes (shuffles), which puts the partner of
  * left column c back at c + BN / 2.
+ *
+ * Swapped rows (FP_GEMM_CFG_SWAP): the host hands the kernel B [N, K] as
+ * its A and A [M, K] as its B, so the same main loop computes out^T tile by
+ * tile: 128 of out's columns by BN (192 or 224) of out's rows. M, usually
+ * the long side (a convolution's pixels), is then cut in tiles of any
+ * multiple of 8 instead of 128, which fits the tile count to the SMs
+ * (6272 x 512: 33 x 4 tiles of 192 x 128 on 132 SMs, where 128 x 256 gave
+ * 98). The epilogue (gemm_sm90_epilogue.cuh, epilogue_swapped) reads out's
+ * per-column operands per kernel row and stages the tile transposed.
  *
  * gemm2 (b2b): a block computes its [128, N] intermediate with the same
  * main loop (N <= BN), rounds it to T straight into wgmma's register A
@@ -202,7 +212,8 @@ template <int BN, bool kTransB, bool kPaired> struct BTile {
   static constexpr int kBoxes = kTransB ? 2 : BN / 64;
   static constexpr int kBoxCols = BN / kBoxes;
   static constexpr int kBoxBytes = kBoxCols * kBK * 2;
-  static_assert(BN % 64 == 0 && (!kPaired || kBoxes % 2 == 0), "B tile boxes");
+  static_assert((kTransB ? BN % 16 == 0 : BN % 64 == 0) && (!kPaired || kBoxes % 2 == 0),
+                "B tile boxes (halves of a multiple of 8 rows; 64-column boxes)");
 
   __device__ static int column(int i, int tn, int n, int nb, int w, int shift) {
     int c;
@@ -417,15 +428,19 @@ struct NoHook {
 
 /* ---- the GEMM kernel ------------------------------------------------------------------ */
 
-template <class T, class Epi, int BN, int STAGES, int CL, bool kSplit, bool kTransB, bool kIm2col>
+template <class T, class Epi, int BN, int STAGES, int CL, bool kSplit, bool kTransB, bool kIm2col,
+          bool kSwap>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap tma_a,
                 const __grid_constant__ CUtensorMap tma_b,
                 const __grid_constant__ CUtensorMap tma_c,
                 const __grid_constant__ CUtensorMap tma_add, const GemmArgs<T, Epi> args) {
 #if FP_SM90A
-  constexpr int kOut = Epi::kPaired ? BN / 2 : BN;
+  constexpr int kOut = kSwap ? (BN + 63) / 64 * 64 : Epi::kPaired ? BN / 2 : BN;
   using SmemT = Smem<BN, STAGES, kOut>;
+  static_assert(!kSwap || (std::is_same<Epi, EpiLinear<T>>::value && kTransB && !kIm2col &&
+                           !kSplit && CL == 1),
+                "a swapped row: unpaired, trans_b, no im2col, split-K or cluster");
   static_assert(CL == 1 || BTile<BN, kTransB, Epi::kPaired>::kBoxes % CL == 0, "multicast split");
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = align1024(smem_raw);
@@ -538,6 +553,15 @@ __global__ void __launch_bounds__(kThreads, 1)
                           w.tn * args.out_cols, w.tm * kBM + cw * 64);
         }
       };
+      /* the epilogue's per-column operands (swapped: per kernel row), in
+       * flight during the main loop */
+      std::conditional_t<kSwap, RowOperands<T>, ColOperands<T, Epi, kOut>> cols;
+      if (w.tm < sc.mtiles) {
+        if constexpr (kSwap)
+          cols.load(args.ep, w.tm * kBM + cw * 64 + warp * 16 + lane / 4, args.M);
+        else
+          cols.load(args.ep, w.tn * args.out_cols, min(args.N, (w.tn + 1) * args.out_cols));
+      }
       const int last = mma_unit<T, BN, STAGES, kOut, CL, kTransB>(acc, sm, ring, nk,
                                                                   cw * 64u * kRowBytes, lane, hook);
       release_held(); /* when the unit had no k-block */
@@ -553,9 +577,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       } else if (last >= 0) {
         release_stage<CL>(sm.empty(last), lane);
       }
-      if (store)
-        epilogue<T, Epi, BN>(args, &tma_c, &tma_add, sm, acc, w.tm, w.tn, held, cw, warp, lane,
-                             add);
+      if constexpr (kSwap) {
+        if (store)
+          epilogue_swapped<T, BN>(args, &tma_c, sm, acc, cols, w.tm, w.tn, cw, warp, lane);
+      } else if (store) {
+        epilogue<T, Epi, BN>(args, &tma_c, &tma_add, sm, acc, cols, w.tm, w.tn, held, cw, warp,
+                             lane, add);
+      }
     }
     release_held();
     if (args.tma_store && elected)
@@ -569,181 +597,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 /* ---- the b2b (gemm2) kernel -------------------------------------------------------------- */
-
-/* Stores gemm2's out tile straight from registers: rows row0 and row0 + 8,
- * columns col0 + 8 j + {0, 1}. kInterior: the tile lies inside [M, P], P is
- * even and out 4-byte aligned: one 4-byte store per pair, no predicates. */
-template <class T, int BN, bool kInterior>
-__device__ __forceinline__ void store_direct(T *out, int m, int n, const float (&acc)[BN / 2],
-                                             int row0, int col0) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = row0 + 8 * h;
-    if (!kInterior && row >= m)
-      continue;
-    T *dst = out + static_cast<long long>(row) * n + col0;
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int col = col0 + 8 * j, l = 4 * j + 2 * h;
-      if (kInterior)
-        *reinterpret_cast<uint32_t *>(dst + 8 * j) = pack2<T>(acc[l], acc[l + 1]); /* RN */
-      else if (col < n)
-        store_pair<T>(out, n, row, col, make_float2(acc[l], acc[l + 1]), col + 1 < n);
-    }
-  }
-}
-
-/* Stores an interior out tile (P % 8 == 0, out 16-byte aligned) in 16-byte
- * writes (quad_row16). The 4-byte stores of store_direct filled the LSU
- * queue: on an H100 (ncu, 8192x128x4096x4096) 43% of the stall cycles were
- * "LG throttle". */
-template <class T, int BN>
-__device__ __forceinline__ void store_quad16(T *out, int n, const float (&acc)[BN / 2], int row0,
-                                             int tile_col0, int lane) {
-  const int q = lane & 3;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    T *dst = out + static_cast<long long>(row0 + 8 * h) * n + tile_col0;
-#pragma unroll
-    for (int g = 0; g < BN / 32; ++g)
-      *reinterpret_cast<uint4 *>(dst + 8 * (4 * g + q)) = quad_row16<T>(acc, g, h, lane);
-  }
-}
-
-template <class T> struct Gemm2Args {
-  T *out;
-  int M, N, P;
-  int mtiles, ptiles, pgroups, units, kblocks, nchunks;
-};
-
-template <class T, int BN, int STAGES, bool kTransB>
-__global__ void __launch_bounds__(kThreads, 1)
-    gemm2_kernel(const __grid_constant__ CUtensorMap tma_a,
-                 const __grid_constant__ CUtensorMap tma_b,
-                 const __grid_constant__ CUtensorMap tma_d, const Gemm2Args<T> args) {
-#if FP_SM90A
-  using SmemT = Smem<BN, STAGES, 0>;
-  constexpr int kDBytes = kBK * kB2bBN2 * 2; /* one d tile: 64 rows (n) x 128 columns (p) */
-  static_assert(kDBytes <= SmemT::kStageBytes, "a d tile fits a stage");
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t *smem = align1024(smem_raw);
-  const SmemT sm{smem_u32(smem)};
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(sm.full(s), 1);
-      mbar_init(sm.empty(s), 8);
-    }
-    fence_mbar_init();
-  }
-  __syncthreads();
-
-  if (threadIdx.x < 128) {
-    setmaxnreg_dec<kProducerRegs>();
-    if (threadIdx.x == 0) {
-      tma_prefetch_map(&tma_a);
-      tma_prefetch_map(&tma_b);
-      tma_prefetch_map(&tma_d);
-      Ring<STAGES> ring;
-      for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
-        const int tm = u / args.pgroups, pg = u % args.pgroups;
-        const int pt0 = pg * args.ptiles / args.pgroups,
-                  pt1 = (pg + 1) * args.ptiles / args.pgroups;
-        for (int kb = 0; kb < args.kblocks; ++kb) { /* the intermediate [128, N] */
-          producer_acquire<STAGES>(sm.empty(ring.stage), ring);
-          load_ab<BN, STAGES, 0, 1, kTransB, false, false>(sm, ring.stage, &tma_a, &tma_b, tm * kBM,
-                                                           kb, 0, args.N, args.N, BN, 0, 0u,
-                                                           ImTap{}, ImGeom{});
-          ring.advance();
-        }
-        for (int pt = pt0; pt < pt1; ++pt) /* then d, [64 n, 128 p] per stage */
-          for (int ch = 0; ch < args.nchunks; ++ch) {
-            producer_acquire<STAGES>(sm.empty(ring.stage), ring);
-            const uint32_t full = sm.full(ring.stage);
-            mbar_arrive_expect_tx(full, kDBytes);
-#pragma unroll
-            for (int i = 0; i < kB2bBN2 / 64; ++i) {
-              const int col = pt * kB2bBN2 + i * 64;
-              tma_load_2d(sm.a(ring.stage) + i * 64 * kRowBytes, &tma_d, full,
-                          col < args.P ? col : 0, ch * kBK);
-            }
-            ring.advance();
-          }
-      }
-    }
-  } else {
-    setmaxnreg_inc<kConsumerRegs>();
-    const int cw = threadIdx.x / 128 - 1;
-    const int warp = (threadIdx.x / 32) % 4;
-    const int lane = threadIdx.x % 32;
-    float acc[BN / 2];
-    uint32_t afrag[BN / 16][4]; /* the rounded intermediate as wgmma A fragments, k16 step s */
-    float acc2[kB2bBN2 / 2];
-    Ring<STAGES> ring;
-    for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
-      const int tm = u / args.pgroups, pg = u % args.pgroups;
-      const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
-      const int last = mma_unit<T, BN, STAGES, 0, 1, kTransB>(acc, sm, ring, args.kblocks,
-                                                              cw * 64u * kRowBytes, lane, NoHook{});
-      if (last >= 0)
-        release_stage<1>(sm.empty(last), lane);
-        /* Round to T and pack (mma_sm90.cuh: a[0..3] of step s are accumulators
-         * 8 s .. 8 s + 7). Columns >= N are zeroed: d's rows there are TMA
-         * zeros, and 0 * (a clamped box's values) must not make NaN. */
-#pragma unroll
-      for (int s = 0; s < BN / 16; ++s) {
-        const int c = 16 * s + 2 * (lane % 4);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int cq = c + 8 * (q / 2);
-          const float x = cq < args.N ? acc[8 * s + 2 * q] : 0.0f;
-          const float y = cq + 1 < args.N ? acc[8 * s + 2 * q + 1] : 0.0f;
-          afrag[s][q] = pack2<T>(x, y);
-        }
-      }
-      for (int pt = pt0; pt < pt1; ++pt) {
-#pragma unroll
-        for (int i = 0; i < kB2bBN2 / 2; ++i)
-          acc2[i] = 0.0f;
-        int prev = 0;
-#pragma unroll
-        for (int ch = 0; ch < BN / 64; ++ch) {
-          if (ch < args.nchunks) {
-            mbar_wait(sm.full(ring.stage), ring.phase);
-            const uint32_t d = sm.a(ring.stage);
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < kBK / 16; ++kk)
-              Wgmma<kB2bBN2, T>::template rs<1>(acc2, afrag[4 * ch + kk], desc_b<false>(d, kk), 1);
-            wgmma_commit();
-            if (ch > 0) {
-              wgmma_wait<1>();
-              release_stage<1>(sm.empty(prev), lane);
-            }
-            prev = ring.stage;
-            ring.advance();
-          }
-        }
-        wgmma_wait<0>();
-        release_stage<1>(sm.empty(prev), lane);
-        fence_operands(acc2);
-        const int row0 = tm * kBM + cw * 64 + warp * 16 + lane / 4;
-        const int col0 = pt * kB2bBN2 + 2 * (lane % 4);
-        const bool inside = (tm + 1) * kBM <= args.M && (pt + 1) * kB2bBN2 <= args.P;
-        const uintptr_t at = reinterpret_cast<uintptr_t>(args.out);
-        if (inside && (args.P & 7) == 0 && (at & 15) == 0)
-          store_quad16<T, kB2bBN2>(args.out, args.P, acc2, row0, pt * kB2bBN2, lane);
-        else if (inside && (args.P & 1) == 0 && (at & 3) == 0)
-          store_direct<T, kB2bBN2, true>(args.out, args.M, args.P, acc2, row0, col0);
-        else
-          store_direct<T, kB2bBN2, false>(args.out, args.M, args.P, acc2, row0, col0);
-      }
-    }
-  }
-#else
-  __trap(); /* built for sm_90a only */
-#endif
-}
+/* gemm2_kernel and its stores: gemm_sm90_b2b.cuh, a part of this file. */
+#include "gemm_sm90_b2b.cuh"
 
 /* ---- host --------------------------------------------------------------------------- */
 /* Tensor maps, checks, the GEMM and gemm2 launches, kernel stubs:

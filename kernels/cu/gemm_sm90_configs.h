@@ -9,11 +9,15 @@
  * warpgroup issues TMA), BK = 64 (one 128-byte swizzle row of 16-bit
  * values), THREADS = 384, a persistent grid. BN is the width of one
  * wgmma (m64nBNk16) per consumer warpgroup (64, 128, 192 or 256; 192: no
- * CLUSTER2, PAIRED or B2B); a PAIRED row's block stores BN / 2 output
+ * CLUSTER2, PAIRED or B2B; 224: SWAP only); a PAIRED row's block stores BN / 2 output
  * columns (the left and right halves of its B tile; BN / 2 - 8 when B is
  * [K, 2N] row-major and N % 8 != 0, see gemm_sm90.cu). A B2B
  * row computes gemm2_<dt> for N <= BN: its [128, N] intermediate stays in
  * registers, and d is streamed in [64, 128] tiles through the same stages.
+ *
+ * A SWAP row computes out^T = B A^T with the same main loop: its 128 tile
+ * rows are B's (out's columns), its BN tile columns A's (out's rows), so M
+ * is cut in tiles of any multiple of 8 (gemm_sm90.cu, the swapped epilogue).
  *
  * SMEM_BYTES = 1024 (alignment slack: swizzled tiles start 1024-aligned)
  *            + STAGES * (BM + BN) * BK * 2 (the A and B tiles of a stage)
@@ -21,7 +25,9 @@
  *              64 x 64 output values: E = min(OUT / 64, as many as fit
  *              beside the rest in the 232448-byte opt-in; the other
  *              OUT / 64 - E go into the stage of the tile's last k-block);
- *              OUT = BN, BN / 2 for PAIRED, 0 for B2B)
+ *              OUT = BN, BN / 2 for PAIRED, 0 for B2B, BN rounded up to
+ *              64 for SWAP, whose warpgroup stages its BN x 64 transposed
+ *              tile in its E = OUT / 64 boxes at once, never borrowing)
  *            + 2 * OUT * 2 (each consumer warpgroup's bias row: OUT values)
  *            + STAGES * 16 (a full and an empty mbarrier per stage)
  *            + 32 unless B2B (two mbarriers per consumer warpgroup) + 16,
@@ -60,7 +66,11 @@
   /* sizes that 256-wide tiles quantise badly (N or the tile count: 3072, 1536) */                 \
   X(9, 128, 192, 64, 4, 384, 214896, 0)                                                            \
   /* B multicast on 128x128 tiles: rows of A or B that are not 128-byte aligned */                 \
-  X(10, 128, 128, 64, 6, 384, 231056, FP_GEMM_CFG_CLUSTER2)
+  X(10, 128, 128, 64, 6, 384, 231056, FP_GEMM_CFG_CLUSTER2)                                        \
+  /* swapped (out^T = B A^T): M in tiles of 192 or 224 rows, to fit M to the SMs (6272 x 512 */    \
+  /* takes 33 x 4 tiles of 192 x 128 on 132 SMs; 1568 x 2048, 7 x 16 of 224 x 128) */              \
+  X(11, 128, 192, 64, 4, 384, 214896, FP_GEMM_CFG_SWAP)                                            \
+  X(12, 128, 224, 64, 3, 384, 202848, FP_GEMM_CFG_SWAP)
 /* clang-format on */
 
 #endif

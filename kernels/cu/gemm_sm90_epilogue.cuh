@@ -2,11 +2,13 @@
  * arguments (GemmArgs), the epilogue functor on the accumulators (apply_pair,
  * realign_right, apply_tile), the store through swizzled staging boxes by TMA
  * or by the warpgroup (stage_chunk, stage_chunk_add, copy_box_out), ADD's add
- * tile by TMA (load_add_chunks, AddState), epilogue itself and the split-K
- * reduction (split_reduce). The path's description (the store and the paired
- * layouts included), the pipeline (shared memory, B tile, work units,
- * producer, the consumers' main loop), the kernels and the exports are in
- * gemm_sm90.cu; the host side in gemm_sm90_host.cuh.
+ * tile by TMA (load_add_chunks, AddState), the per-column operands read
+ * before the main loop (ColOperands; the bias row and BN table built from
+ * them), epilogue itself, the swapped rows' epilogue (RowOperands,
+ * epilogue_swapped) and the split-K reduction (split_reduce). The path's description (the store and
+ * the paired layouts included), the pipeline (shared memory, B tile, work units, producer, the
+ * consumers' main loop), the kernels and the exports are in gemm_sm90.cu; the host side in
+ * gemm_sm90_host.cuh.
  *
  * A part of gemm_sm90.cu, not a header of its own: gemm_sm90.cu includes it
  * once, inside namespace fpgemm's anonymous namespace (using namespace
@@ -107,8 +109,8 @@ __device__ __forceinline__ void apply_tile(const typename Epi::Params &ep, float
  * the epilogue instruction-bound (H200, 2026-11-28: conv_bn 1x1 layers
  * took 1.2-1.5x conv_relu's time), and one-wave GEMMs waited on the
  * bias loads (conv_relu 512x7x7 -> 2048: 1.16x). Instead the warpgroup
- * reads each column's operands once into shared memory, and every thread
- * reads its two columns' with one shared load per column group:
+ * reads each column's operands once, and every thread reads its two
+ * columns' from shared memory with one load per column group:
  *   BIAS, BIAS_RELU: the bias values, as T, into the warpgroup's bias row
  *     (Smem::bias_row; v = acc + bias as before);
  *   BN: (scale, shift) as floats into the warpgroup's first staging box
@@ -116,18 +118,55 @@ __device__ __forceinline__ void apply_tile(const typename Epi::Params &ep, float
  *     gamma / sqrt(var + eps) (bn_apply's rsqrt), shift = beta - mean *
  *     scale, v = fma(acc, scale, shift) (the folded form: within a few
  *     float32 ulp of mean * scale of bn_apply).
- * Columns past n_lim get 0: they are never stored. */
-template <class T, int kOut>
-__device__ __forceinline__ void build_bias_row(const T *bias, uint32_t row, int n0, int n_lim) {
-  for (int c = threadIdx.x & 127; c < kOut; c += 128) {
-    const int col = n0 + c;
-    T b = Storage<T>::from_float(0.0f);
+ * The global reads happen when a unit starts, before its main loop
+ * (ColOperands::load into registers: thread t holds columns t, t + 128),
+ * so their latency -- an L2 miss on the first tiles -- hides behind the
+ * wgmmas instead of opening every epilogue; build_* only writes the
+ * registers to shared memory. Columns past n_lim get 0: never stored. */
+template <class T, class Epi, int kOut> struct ColOperands {
+  __device__ __forceinline__ void load(const typename Epi::Params &, int, int) {}
+};
+template <class T, int kOut> struct ColOperands<T, EpiLinear<T>, kOut> {
+  static constexpr int kPer = (kOut + 127) / 128; /* columns per thread */
+  uint16_t v[4][kPer]; /* bias: v[0]; BN: mean, var, gamma, beta (T's bits) */
+
+  __device__ __forceinline__ static uint16_t bits_at(const T *p, int col, int n_lim) {
+    uint16_t b = 0; /* +0.0 in f16 and bf16 */
     if (col < n_lim)
-      b = bias[col];
-    uint16_t bits;
-    memcpy(&bits, &b, 2);
-    asm volatile("st.shared.b16 [%0], %1;" ::"r"(row + 2 * c), "h"(bits) : "memory");
+      memcpy(&b, p + col, 2);
+    return b;
   }
+  /* uniform over the warpgroup: kind is a kernel argument */
+  __device__ __forceinline__ void load(const typename EpiLinear<T>::Params &ep, int n0, int n_lim) {
+    const int t = threadIdx.x & 127;
+    if (ep.kind == FP_EPI_BIAS || ep.kind == FP_EPI_BIAS_RELU) {
+#pragma unroll
+      for (int i = 0; i < kPer; ++i)
+        v[0][i] = bits_at(ep.bias, n0 + t + 128 * i, n_lim);
+    } else if (ep.kind == FP_CONV_EPI_BN) {
+#pragma unroll
+      for (int a = 0; a < 4; ++a)
+#pragma unroll
+        for (int i = 0; i < kPer; ++i)
+          v[a][i] = bits_at(ep.bn[a], n0 + t + 128 * i, n_lim);
+    }
+  }
+  __device__ __forceinline__ float value(int a, int i) const {
+    T x;
+    memcpy(&x, &v[a][i], 2);
+    return Storage<T>::to_float(x);
+  }
+};
+
+template <class T, int kOut>
+__device__ __forceinline__ void build_bias_row(const ColOperands<T, EpiLinear<T>, kOut> &cols,
+                                               uint32_t row) {
+  const int t = threadIdx.x & 127;
+#pragma unroll
+  for (int i = 0; i < cols.kPer; ++i)
+    if (t + 128 * i < kOut)
+      asm volatile("st.shared.b16 [%0], %1;" ::"r"(row + 2 * (t + 128 * i)), "h"(cols.v[0][i])
+                   : "memory");
 }
 
 /* acc + bias (then relu) for this thread's columns col0 + 8 j + {0, 1}
@@ -152,19 +191,19 @@ __device__ __forceinline__ void apply_bias_row(float (&acc)[BN / 2], uint32_t ro
 }
 
 template <class T, int kOut>
-__device__ __forceinline__ void build_bn_table(const typename EpiLinear<T>::Params &ep,
-                                               uint32_t table, int n0, int n_lim) {
+__device__ __forceinline__ void build_bn_table(const ColOperands<T, EpiLinear<T>, kOut> &cols,
+                                               float eps, uint32_t table, int n0, int n_lim) {
   static_assert(8 * kOut <= kEpiBoxBytes, "the BN table fits a staging box");
-  for (int c = threadIdx.x & 127; c < kOut; c += 128) {
-    const int col = n0 + c;
+  const int t = threadIdx.x & 127;
+#pragma unroll
+  for (int i = 0; i < cols.kPer; ++i) {
+    const int c = t + 128 * i;
+    if (c >= kOut)
+      continue;
     float scale = 0.0f, shift = 0.0f;
-    if (col < n_lim) {
-      const float mean = Storage<T>::to_float(ep.bn[0][col]);
-      const float var = Storage<T>::to_float(ep.bn[1][col]);
-      const float gamma = Storage<T>::to_float(ep.bn[2][col]);
-      const float beta = Storage<T>::to_float(ep.bn[3][col]);
-      scale = gamma * rsqrtf(var + ep.eps);
-      shift = fmaf(-mean, scale, beta);
+    if (n0 + c < n_lim) {
+      scale = cols.value(2, i) * rsqrtf(cols.value(1, i) + eps);
+      shift = fmaf(-cols.value(0, i), scale, cols.value(3, i));
     }
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(table + 8 * c), "f"(scale), "f"(shift)
                  : "memory");
@@ -309,10 +348,11 @@ struct AddState {
  * tiles of EpiLinear get the kind as a compile-time constant (its branches
  * and unused operand loads fold away). */
 template <class T, class Epi, int BN, class SmemT>
-__device__ __forceinline__ void epilogue(const GemmArgs<T, Epi> &args, const CUtensorMap *tma_c,
-                                         const CUtensorMap *tma_add, const SmemT &sm,
-                                         float (&acc)[BN / 2], int tm, int tn, int held, int cw,
-                                         int warp, int lane, AddState &add) {
+__device__ __forceinline__ void
+epilogue(const GemmArgs<T, Epi> &args, const CUtensorMap *tma_c, const CUtensorMap *tma_add,
+         const SmemT &sm, float (&acc)[BN / 2],
+         const ColOperands<T, Epi, Epi::kPaired ? BN / 2 : BN> &cols, int tm, int tn, int held,
+         int cw, int warp, int lane, AddState &add) {
   constexpr int kOut = Epi::kPaired ? BN / 2 : BN;
   if constexpr (Epi::kPaired) {
     if (args.shift != 0)
@@ -371,13 +411,13 @@ __device__ __forceinline__ void epilogue(const GemmArgs<T, Epi> &args, const CUt
         if (tma && elected)
           bulk_wait_read<0>(); /* the previous tile's stores have read the box */
         warpgroup_sync(cw);
-        build_bn_table<T, kOut>(args.ep, table, n0, n_lim);
+        build_bn_table<T, kOut>(cols, args.ep.eps, table, n0, n_lim);
         warpgroup_sync(cw);
         apply_bn_table<BN>(acc, table, lane);
         by_table = true;
       } else if (kind == FP_EPI_BIAS || kind == FP_EPI_BIAS_RELU) {
         /* the previous tile's reads of the row ended before its staging's sync */
-        build_bias_row<T, kOut>(args.ep.bias, sm.bias_row(cw), n0, n_lim);
+        build_bias_row<T, kOut>(cols, sm.bias_row(cw));
         warpgroup_sync(cw);
         apply_bias_row<T, BN>(acc, sm.bias_row(cw), lane, kind == FP_EPI_BIAS_RELU);
         by_table = true;
@@ -439,6 +479,100 @@ __device__ __forceinline__ void epilogue(const GemmArgs<T, Epi> &args, const CUt
         copy_box_out<T>(sm.box(cw, c, held), args.out, args.N, args.M, n_lim, grow0,
                         n0 + c * kEpiCols, warp, lane);
     warpgroup_sync(cw); /* every read of the boxes is done (the next tile, a borrowed stage) */
+  }
+}
+
+/* ---- the swapped epilogue (FP_GEMM_CFG_SWAP rows) ---------------------------------------
+ * The kernel computes out^T = B A^T: its rows are out's columns n (B's rows,
+ * kernel M = N), its columns out's rows m (kernel N = M). The per-column
+ * operands of out (bias, BN's four vectors) are per kernel row, two rows a
+ * thread (rows row0 and row0 + 8 of mma_sm90.cuh's fragment), read into
+ * registers when a unit starts (RowOperands::load, before the main loop).
+ * Each 8 x 8 block of the fragment (8 n, 8 m) goes into the warpgroup's
+ * staging region transposed (stmatrix .trans): region row r is out's row
+ * m0 + r, 128 bytes = the warpgroup's 64 columns n, chunk g (n / 8) at
+ * g ^ (r % 8) (TMA's 128B swizzle); one TMA store of a [BN rows, 64
+ * columns] box writes it. */
+template <class T> struct RowOperands {
+  uint16_t v[4][2]; /* bias: v[0]; BN: mean, var, gamma, beta (T's bits); rows row0, row0 + 8 */
+
+  __device__ __forceinline__ void load(const typename EpiLinear<T>::Params &ep, int row0,
+                                       int m_lim) {
+    const int kind = ep.kind; /* uniform: a kernel argument */
+    const int arrays = kind == FP_CONV_EPI_BN                            ? 4
+                       : kind == FP_EPI_BIAS || kind == FP_EPI_BIAS_RELU ? 1
+                                                                         : 0;
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        v[a][h] = 0;
+        const T *src = kind == FP_CONV_EPI_BN ? ep.bn[a] : ep.bias;
+        if (a < arrays && row0 + 8 * h < m_lim)
+          memcpy(&v[a][h], src + row0 + 8 * h, 2);
+      }
+  }
+  __device__ __forceinline__ float value(int a, int h) const {
+    T x;
+    memcpy(&x, &v[a][h], 2);
+    return Storage<T>::to_float(x);
+  }
+};
+
+template <class T, int BN, class SmemT>
+__device__ __forceinline__ void epilogue_swapped(const GemmArgs<T, EpiLinear<T>> &args,
+                                                 const CUtensorMap *tma_c, const SmemT &sm,
+                                                 float (&acc)[BN / 2], const RowOperands<T> &ops,
+                                                 int tm, int tn, int cw, int warp, int lane) {
+  static_assert(BN % 16 == 0 && SmemT::kBorrow == 0 && SmemT::kEpiBufs * 64 >= BN,
+                "a swapped tile stages in the warpgroup's own boxes");
+  const int grow0 = tm * kBM + cw * 64; /* this warpgroup's 64 kernel rows: out's columns */
+  if (grow0 >= args.M)
+    return; /* uniform over the warpgroup */
+  const int kind = args.ep.kind;
+  /* per row h: v = acc * s[h] + t[h], then relu; (s, t) = (1, bias), (scale, shift), (1, 0) */
+  float s[2] = {1.0f, 1.0f}, t[2] = {0.0f, 0.0f};
+  const bool relu = kind == FP_EPI_RELU || kind == FP_EPI_BIAS_RELU;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (kind == FP_CONV_EPI_BN) {
+      s[h] = ops.value(2, h) * rsqrtf(ops.value(1, h) + args.ep.eps); /* bn_apply's rsqrt */
+      t[h] = fmaf(-ops.value(0, h), s[h], ops.value(3, h));
+    } else if (kind == FP_EPI_BIAS || kind == FP_EPI_BIAS_RELU) {
+      t[h] = ops.value(0, h);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int l = 4 * j + 2 * h + c;
+        const float v = kind == FP_CONV_EPI_BN ? fmaf(acc[l], s[h], t[h]) : acc[l] + t[h];
+        acc[l] = relu ? fmaxf(v, 0.0f) : v;
+      }
+  const bool elected = (threadIdx.x & 127) == 0;
+  const uint32_t box = sm.box(cw, 0, -1); /* the warpgroup's boxes, contiguous: BN rows */
+  if (elected)
+    bulk_wait_read<0>(); /* the previous tile's store has read the region */
+  warpgroup_sync(cw);
+  /* lane l addresses column l % 8 of matrix l / 8: matrices (j, h=0), (j, h=1), (j+1, h=0),
+   * (j+1, h=1); region row = m offset 8 (j + mi / 2) + l % 8, chunk = n group 2 warp + mi % 2 */
+  const int i = lane & 7, mi = lane >> 3;
+#pragma unroll
+  for (int j = 0; j < BN / 8; j += 2) {
+    const int r = 8 * (j + (mi >> 1)) + i;
+    const uint32_t addr = box + r * kRowBytes + (((2 * warp + (mi & 1)) ^ (r & 7)) << 4);
+    stmatrix_x4_trans(
+        addr, pack2<T>(acc[4 * j], acc[4 * j + 1]), pack2<T>(acc[4 * j + 2], acc[4 * j + 3]),
+        pack2<T>(acc[4 * j + 4], acc[4 * j + 5]), pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
+  }
+  fence_proxy_async(); /* the staged rows are visible to the copy engine */
+  warpgroup_sync(cw);
+  if (elected) {
+    tma_store_2d(tma_c, box, grow0, tn * BN); /* TMA clips rows >= M and columns >= N */
+    bulk_commit();
   }
 }
 

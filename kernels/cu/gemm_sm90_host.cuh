@@ -80,11 +80,11 @@ cudaError_t prepare(KernelOnce<Kernel> &once, Kernel kernel, int smem_bytes) {
 /* ---- host: the GEMM launch ----------------------------------------------------------------- */
 
 template <class T, class Epi, int BN, int STAGES, int CL, bool kSplit, bool kTransB,
-          bool kIm2col = false>
+          bool kIm2col = false, bool kSwap = false>
 cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
-  constexpr int kOutC = Epi::kPaired ? BN / 2 : BN;
+  constexpr int kOutC = kSwap ? (BN + 63) / 64 * 64 : Epi::kPaired ? BN / 2 : BN;
   constexpr int kSmem = Smem<BN, STAGES, kOutC>::kBytes;
-  auto kernel = gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, kTransB, kIm2col>;
+  auto kernel = gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, kTransB, kIm2col, kSwap>;
   static KernelOnce<decltype(kernel)> once;
 
   int sms = 0;
@@ -99,9 +99,11 @@ cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
   args.ep = EpiParamsOf<T, Epi>::make(p);
   args.out = static_cast<T *>(p.out);
   args.ws = p.ws;
-  args.M = static_cast<int>(p.M);
-  args.N = static_cast<int>(p.N);
-  args.NB = static_cast<int>(nb);
+  /* swapped: the kernel's rows are out's columns (B's rows), its columns out's rows (A's) */
+  const long long km = kSwap ? p.N : p.M, kn = kSwap ? p.M : p.N;
+  args.M = static_cast<int>(km);
+  args.N = static_cast<int>(kn);
+  args.NB = static_cast<int>(kSwap ? kn : nb);
   args.out_cols = out_cols;
   args.shift = shifted ? static_cast<int>(p.N & 7) : 0;
   /* TMA stores need 16-byte aligned rows: out aligned and N a multiple of 8 */
@@ -109,8 +111,8 @@ cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
   args.add_tma = args.tma_store && FP_EPI_READS_ADD(p.epilogue) && aligned16(p.add);
 
   Sched &sc = args.sched;
-  sc.mtiles = static_cast<int>((p.M + kBM - 1) / kBM);
-  sc.ntiles = static_cast<int>((p.N + out_cols - 1) / out_cols);
+  sc.mtiles = static_cast<int>((km + kBM - 1) / kBM);
+  sc.ntiles = static_cast<int>((kn + out_cols - 1) / out_cols);
   sc.split_k = split_k;
   sc.kblocks = static_cast<int>((p.K + kBK - 1) / kBK);
   sc.group_m = kGroupM;
@@ -154,13 +156,17 @@ cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
     args.im.PQ = v.P * v.Q; /* sm90_run checked: at most M */
     e = encode_im2col_nhwc(&ta, p.dtype, p.a, v.N, v.H, v.W, v.C, v.R, v.S, v.stride, v.pad, v.dil,
                            kBK, kBM);
+  } else if constexpr (kSwap) { /* B [N, K] as the kernel's A, A [M, K] as its B */
+    e = encode_2d(&ta, p.dtype, p.b, p.K, p.N, p.ldb, kBK, kBM);
+    if (e == cudaSuccess)
+      e = encode_b(&tb, p.dtype, p.a, true, p.K, p.M, p.lda, BN);
   } else {
     e = encode_2d(&ta, p.dtype, p.a, p.K, p.M, p.lda, kBK, kBM);
   }
-  if (e == cudaSuccess)
+  if (e == cudaSuccess && !kSwap)
     e = encode_b(&tb, p.dtype, p.b, p.trans_b != 0, p.K, nb, p.ldb, BN);
   if (e == cudaSuccess && args.tma_store) /* out [M, N]: staging boxes of 64 rows x 64 columns */
-    e = encode_2d(&tc, p.dtype, p.out, p.N, p.M, p.N, kEpiCols, 64);
+    e = encode_2d(&tc, p.dtype, p.out, p.N, p.M, p.N, kEpiCols, kSwap ? BN : 64);
   if (e == cudaSuccess && args.add_tma) /* add [M, N], the same boxes */
     e = encode_2d(&tadd, p.dtype, p.add, p.N, p.M, p.N, kEpiCols, 64);
   if (e == cudaSuccess)
@@ -216,6 +222,16 @@ cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
   return cudaLaunchKernelEx(&cfg, kernel, ta, tb, tc, tadd, args);
 }
 
+/* What a SWAP row runs (gemm_plan.c's row_fits asks the same of the shape):
+ * B [N, K] K-major, an unpaired epilogue that reads no add tensor, no
+ * im2col, out stored by TMA (16-byte aligned, N % 8 == 0). */
+bool swap_ok(const Problem &p) {
+  const int k = p.epilogue;
+  return p.trans_b && p.im2col == nullptr && aligned16(p.out) && (p.N & 7) == 0 &&
+         (k == FP_EPI_NONE || k == FP_EPI_RELU || k == FP_EPI_BIAS || k == FP_EPI_BIAS_RELU ||
+          k == FP_CONV_EPI_BN);
+}
+
 /* Picks T, trans_b and the epilogue at run time for one table row. */
 template <int BN, int STAGES, unsigned FLAGS>
 cudaError_t run_row(const Problem &p, const Config &c, cudaStream_t stream) {
@@ -224,6 +240,14 @@ cudaError_t run_row(const Problem &p, const Config &c, cudaStream_t stream) {
   constexpr int CL = (FLAGS & FP_GEMM_CFG_CLUSTER2) ? 2 : 1;
   if constexpr ((FLAGS & FP_GEMM_CFG_B2B) != 0) {
     return cudaErrorInvalidValue; /* a gemm2 row */
+  } else if constexpr ((FLAGS & FP_GEMM_CFG_SWAP) != 0) {
+    if (!swap_ok(p)) /* the planner asks the shape; the pointers may still refuse: row 1 */
+      return run_row<256, 4, 0u>(p, c, stream);
+    if (p.dtype == Storage<__half>::kDtype)
+      return launch_gemm<__half, EpiLinear<__half>, BN, STAGES, 1, false, true, false, true>(
+          p, 1, stream);
+    return launch_gemm<__nv_bfloat16, EpiLinear<__nv_bfloat16>, BN, STAGES, 1, false, true, false,
+                       true>(p, 1, stream);
   } else {
     const int split_k = c.split_k < 1 ? 1 : c.split_k;
     if (split_k > 1 && !kSplit) /* more splits than k-blocks is fine: the extra ones add zeros */
@@ -337,9 +361,14 @@ cudaError_t run2_row(const Problem2 &p, cudaStream_t stream) {
 /* Every table row is one the kernels support (checked at compile time). */
 template <int BM, int BN, int BK, int STAGES, int THREADS, int SMEM, unsigned FLAGS>
 constexpr bool row_ok() {
-  constexpr int kOutC = (FLAGS & FP_GEMM_CFG_B2B) ? 0 : (FLAGS & FP_GEMM_CFG_PAIRED) ? BN / 2 : BN;
+  constexpr int kOutC = (FLAGS & FP_GEMM_CFG_B2B)      ? 0
+                        : (FLAGS & FP_GEMM_CFG_PAIRED) ? BN / 2
+                        : (FLAGS & FP_GEMM_CFG_SWAP)   ? (BN + 63) / 64 * 64
+                                                       : BN;
   return BM == kBM && BK == kBK && THREADS == kThreads && SMEM == Smem<BN, STAGES, kOutC>::kBytes &&
-         (BN == 64 || BN == 128 || BN == 192 || BN == 256) &&
+         (BN == 64 || BN == 128 || BN == 192 || BN == 256 ||
+          (BN == 224 && (FLAGS & FP_GEMM_CFG_SWAP))) &&
+         (!(FLAGS & FP_GEMM_CFG_SWAP) || (FLAGS == FP_GEMM_CFG_SWAP && BN >= 128)) &&
          (BN != 192 || !(FLAGS & (FP_GEMM_CFG_CLUSTER2 | FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_B2B))) &&
          (!(FLAGS & FP_GEMM_CFG_B2B) || (BN >= 128 && !(FLAGS & ~FP_GEMM_CFG_B2B))) &&
          (!(FLAGS & FP_GEMM_CFG_PAIRED) || BN >= 128) &&
@@ -365,10 +394,18 @@ struct StubList {
 template <class T, class Epi, int BN, int STAGES, unsigned FLAGS> void stubs_epi(StubList &l) {
   constexpr bool kSplit = (FLAGS & FP_GEMM_CFG_SPLIT_K) != 0;
   constexpr int CL = (FLAGS & FP_GEMM_CFG_CLUSTER2) ? 2 : 1;
-  l.add(reinterpret_cast<const void *>(gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, false, false>));
-  l.add(reinterpret_cast<const void *>(gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, true, false>));
-  if constexpr (!Epi::kPaired) /* the convolutions' im2col loader (run_row) */
-    l.add(reinterpret_cast<const void *>(gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, true, true>));
+  if constexpr ((FLAGS & FP_GEMM_CFG_SWAP) != 0) {
+    l.add(reinterpret_cast<const void *>(
+        gemm_kernel<T, Epi, BN, STAGES, 1, false, true, false, true>));
+  } else {
+    l.add(reinterpret_cast<const void *>(
+        gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, false, false, false>));
+    l.add(reinterpret_cast<const void *>(
+        gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, true, false, false>));
+    if constexpr (!Epi::kPaired) /* the convolutions' im2col loader (run_row) */
+      l.add(reinterpret_cast<const void *>(
+          gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, true, true, false>));
+  }
 }
 template <class T, int BN, int STAGES, unsigned FLAGS> void stubs_t(StubList &l) {
   if constexpr ((FLAGS & FP_GEMM_CFG_B2B) != 0) {

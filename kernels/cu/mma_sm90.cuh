@@ -237,6 +237,16 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t
                : "memory");
 }
 
+/* stmatrix m8n8 x4 .trans: the same fragments, each matrix stored
+ * transposed: lane l's address takes column l % 8 of matrix l / 8 (its 8
+ * rows, 16 contiguous bytes). */
+__device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, uint32_t r0, uint32_t r1,
+                                                  uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+               "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+
 /* ldmatrix m8n8 x4: the converse of stmatrix_x4 (same addresses, same
  * fragments). */
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
@@ -384,6 +394,7 @@ template <int kN, class T> struct Wgmma;
 #define FP_SM90_D32 FP_SM90_D16_0 ", " FP_SM90_D16_1
 #define FP_SM90_D64 FP_SM90_D32 ", " FP_SM90_D16_2 ", " FP_SM90_D16_3
 #define FP_SM90_D96 FP_SM90_D64 ", " FP_SM90_D16_4 ", " FP_SM90_D16_5
+#define FP_SM90_D112 FP_SM90_D96 ", " FP_SM90_D16_6
 #define FP_SM90_D128                                                                               \
   FP_SM90_D64 ", " FP_SM90_D16_4 ", " FP_SM90_D16_5 ", " FP_SM90_D16_6 ", " FP_SM90_D16_7
 
@@ -396,6 +407,8 @@ template <int kN, class T> struct Wgmma;
 #define FP_SM90_OPS32(d) FP_SM90_F32(d, 0)
 #define FP_SM90_OPS64(d) FP_SM90_F32(d, 0), FP_SM90_F32(d, 32)
 #define FP_SM90_OPS96(d) FP_SM90_F32(d, 0), FP_SM90_F32(d, 32), FP_SM90_F32(d, 64)
+#define FP_SM90_OPS112(d)                                                                          \
+  FP_SM90_F32(d, 0), FP_SM90_F32(d, 32), FP_SM90_F32(d, 64), FP_SM90_F8(d, 96), FP_SM90_F8(d, 104)
 #define FP_SM90_OPS128(d)                                                                          \
   FP_SM90_F32(d, 0), FP_SM90_F32(d, 32), FP_SM90_F32(d, 64), FP_SM90_F32(d, 96)
 
@@ -438,6 +451,10 @@ FP_SM90_DEFINE_WGMMA(192, __half, "f16", FP_SM90_D96, FP_SM90_OPS96, "96", "97",
                      "101", "102")
 FP_SM90_DEFINE_WGMMA(192, __nv_bfloat16, "bf16", FP_SM90_D96, FP_SM90_OPS96, "96", "97", "98", "99",
                      "100", "101", "102")
+FP_SM90_DEFINE_WGMMA(224, __half, "f16", FP_SM90_D112, FP_SM90_OPS112, "112", "113", "114", "115",
+                     "116", "117", "118")
+FP_SM90_DEFINE_WGMMA(224, __nv_bfloat16, "bf16", FP_SM90_D112, FP_SM90_OPS112, "112", "113", "114",
+                     "115", "116", "117", "118")
 FP_SM90_DEFINE_WGMMA(256, __half, "f16", FP_SM90_D128, FP_SM90_OPS128, "128", "129", "130", "131",
                      "132", "133", "134")
 FP_SM90_DEFINE_WGMMA(256, __nv_bfloat16, "bf16", FP_SM90_D128, FP_SM90_OPS128, "128", "129", "130",
