@@ -281,7 +281,7 @@ static void test_sm90_padded_rows(void **state) {
  * they fit M to the SMs, on K-major B and per-column epilogues only:
  * 1568 x 2048 takes 7 x 16 tiles of 224 (cuBLASLt's choice on an H200),
  * 6272 x 512 33 x 4 of 192; 4096^3 keeps 128 x 256 in clusters; B
- * row-major, a full add tensor, N % 8 != 0 and im2col never swap. */
+ * row-major, a full add tensor and N % 8 != 0 never swap; an im2col may. */
 static void test_sm90_swap(void **state) {
   (void)state;
   if (!fp_gemm_has_sm90())
@@ -308,9 +308,14 @@ static void test_sm90_swap(void **state) {
   r.epilogue = FP_EPI_BIAS;
   r.N = 2044;
   assert_true((must_plan(&r, &h100, FP_GEMM_PATH_AUTO).flags & FP_GEMM_CFG_SWAP) == 0);
-  r.N = 2048;
+  /* a 3x3 layer's im2col GEMM at batch 32 (128x28 -> 128): 196 tiles of 128 x 128, or 131
+   * swapped tiles of 192 */
+  r = req(1, 25088, 128, 1152, FP_EPI_BIAS_RELU);
+  r.trans_b = true;
   r.im2col = true;
-  assert_true((must_plan(&r, &h100, FP_GEMM_PATH_SM90).flags & FP_GEMM_CFG_SWAP) == 0);
+  p = must_plan(&r, &h100, FP_GEMM_PATH_SM90);
+  assert_true((p.flags & FP_GEMM_CFG_SWAP) != 0);
+  assert_int_equal(p.bn, 192);
 }
 
 /* Skinny f16 (M <= 8) whose column tiles fill at most half the SMs splits

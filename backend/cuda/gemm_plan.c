@@ -401,12 +401,12 @@ static void plan_from_row(const cfg_row *c, int split, const fp_gemm_request *r,
 }
 
 /* What a SWAP row (out^T = B A^T) runs: B [N, K] K-major, an unpaired
- * epilogue without an add tensor, no im2col, out's rows 16-byte aligned
- * (N % 8 == 0; gemm_sm90_host.cuh's swap_ok also asks out's address, and
- * runs row 1 where it is not aligned). */
+ * epilogue without an add tensor, out's rows 16-byte aligned (N % 8 == 0;
+ * gemm_sm90_host.cuh's swap_ok also asks out's address, and runs row 1
+ * where it is not aligned); A a matrix or a convolution's im2col. */
 static bool swap_fits(const fp_gemm_request *r) {
   const int k = r->epilogue;
-  return !r->b2b && r->trans_b && !r->im2col && r->N % 8 == 0 &&
+  return !r->b2b && r->trans_b && r->N % 8 == 0 &&
          (k == FP_EPI_NONE || k == FP_EPI_RELU || k == FP_EPI_BIAS || k == FP_EPI_BIAS_RELU ||
           k == FP_CONV_EPI_BN);
 }

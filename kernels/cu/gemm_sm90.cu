@@ -281,7 +281,9 @@ struct Sched {
  * 128B-swizzled, as a matrix's box. The load names the input coordinates of
  * the tile's first pixel at tap (0, 0) and the tap as the im2col offset
  * (s dil, r dil); the map's bounding box steps TMA through the following
- * pixels in (n, p, q) order. */
+ * pixels in (n, p, q) order. On a swapped row the pixels are the kernel's B:
+ * two boxes of BN / 2 pixels a k-block, each from its own first pixel, and
+ * the filter [K, R S C] is its A, a plain 2-D map. */
 struct ImGeom {
   int cblocks; /* C / 64 */
   int S, dil, stride, pad, Q, PQ;
@@ -312,38 +314,53 @@ struct ImTap {
 };
 
 /* ---- producer: one k-block of A and B into a stage --------------------------------- */
-template <int BN, int STAGES, int OUTC, int CL, bool kTransB, bool kPaired, bool kIm2col>
-__device__ __forceinline__ void load_ab(const Smem<BN, STAGES, OUTC> &sm, int s,
-                                        const CUtensorMap *ta, const CUtensorMap *tb, int a_row,
-                                        int kb, int tn, int n, int nb, int w, int shift,
-                                        uint32_t rank, const ImTap &tap, const ImGeom &ig) {
+/* kIm2col: the im2col operand is A (tap: the unit's first pixel), or with
+ * kSwap B (btap[i]: box i's first pixel; gemm_kernel's swapped rows). */
+template <int BN, int STAGES, int OUTC, int CL, bool kTransB, bool kPaired, bool kIm2col,
+          bool kSwap = false>
+__device__ __forceinline__ void
+load_ab(const Smem<BN, STAGES, OUTC> &sm, int s, const CUtensorMap *ta, const CUtensorMap *tb,
+        int a_row, int kb, int tn, int n, int nb, int w, int shift, uint32_t rank, const ImTap &tap,
+        const ImGeom &ig, const ImTap *btap = nullptr) {
   using BT = BTile<BN, kTransB, kPaired>;
   mbar_arrive_expect_tx(sm.full(s), Smem<BN, STAGES, OUTC>::kStageBytes); /* all of A and B */
-  if constexpr (kIm2col) {
-    (void)a_row;
-    tma_load_im2col_4d(sm.a(s), ta, sm.full(s), tap.c0, tap.w0, tap.h0, tap.n,
-                       static_cast<uint16_t>(tap.s * ig.dil),
-                       static_cast<uint16_t>(tap.r * ig.dil));
-  } else {
-    (void)tap;
-    (void)ig;
+  if constexpr (kIm2col && kSwap) { /* A: the filter; B: two im2col boxes */
+    (void)tap, (void)tn, (void)n, (void)nb, (void)w, (void)shift, (void)rank;
+    static_assert(CL == 1 && kTransB && BT::kBoxes == 2, "swapped im2col: two B boxes");
     tma_load_2d(sm.a(s), ta, sm.full(s), kb * kBK, a_row);
-  }
 #pragma unroll
-  for (int i = 0; i < BT::kBoxes; ++i) {
-    const int col = BT::column(i, tn, n, nb, w, shift);
-    const uint32_t dst = sm.b(s) + i * BT::kBoxBytes;
-    if (CL == 1) {
-      if (kTransB)
-        tma_load_2d(dst, tb, sm.full(s), kb * kBK, col);
-      else
-        tma_load_2d(dst, tb, sm.full(s), col, kb * kBK);
-    } else if (i % CL == static_cast<int>(rank)) { /* half the boxes, to both CTAs */
-      const uint16_t mask = (1u << CL) - 1;
-      if (kTransB)
-        tma_load_2d_multicast(dst, tb, sm.full(s), kb * kBK, col, mask);
-      else
-        tma_load_2d_multicast(dst, tb, sm.full(s), col, kb * kBK, mask);
+    for (int i = 0; i < 2; ++i)
+      tma_load_im2col_4d(sm.b(s) + i * BT::kBoxBytes, tb, sm.full(s), btap[i].c0, btap[i].w0,
+                         btap[i].h0, btap[i].n, static_cast<uint16_t>(btap[i].s * ig.dil),
+                         static_cast<uint16_t>(btap[i].r * ig.dil));
+  } else {
+    (void)btap;
+    if constexpr (kIm2col) {
+      (void)a_row;
+      tma_load_im2col_4d(sm.a(s), ta, sm.full(s), tap.c0, tap.w0, tap.h0, tap.n,
+                         static_cast<uint16_t>(tap.s * ig.dil),
+                         static_cast<uint16_t>(tap.r * ig.dil));
+    } else {
+      (void)tap;
+      (void)ig;
+      tma_load_2d(sm.a(s), ta, sm.full(s), kb * kBK, a_row);
+    }
+#pragma unroll
+    for (int i = 0; i < BT::kBoxes; ++i) {
+      const int col = BT::column(i, tn, n, nb, w, shift);
+      const uint32_t dst = sm.b(s) + i * BT::kBoxBytes;
+      if (CL == 1) {
+        if (kTransB)
+          tma_load_2d(dst, tb, sm.full(s), kb * kBK, col);
+        else
+          tma_load_2d(dst, tb, sm.full(s), col, kb * kBK);
+      } else if (i % CL == static_cast<int>(rank)) { /* half the boxes, to both CTAs */
+        const uint16_t mask = (1u << CL) - 1;
+        if (kTransB)
+          tma_load_2d_multicast(dst, tb, sm.full(s), kb * kBK, col, mask);
+        else
+          tma_load_2d_multicast(dst, tb, sm.full(s), col, kb * kBK, mask);
+      }
     }
   }
 }
@@ -438,9 +455,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if FP_SM90A
   constexpr int kOut = kSwap ? (BN + 63) / 64 * 64 : Epi::kPaired ? BN / 2 : BN;
   using SmemT = Smem<BN, STAGES, kOut>;
-  static_assert(!kSwap || (std::is_same<Epi, EpiLinear<T>>::value && kTransB && !kIm2col &&
-                           !kSplit && CL == 1),
-                "a swapped row: unpaired, trans_b, no im2col, split-K or cluster");
+  static_assert(!kSwap || (std::is_same<Epi, EpiLinear<T>>::value && kTransB && !kSplit && CL == 1),
+                "a swapped row: unpaired, trans_b, no split-K or cluster");
   static_assert(CL == 1 || BTile<BN, kTransB, Epi::kPaired>::kBoxes % CL == 0, "multicast split");
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = align1024(smem_raw);
@@ -493,15 +509,27 @@ __global__ void __launch_bounds__(kThreads, 1)
         };
         const bool prefetch = SmemT::kBorrow > 0 && args.add_tma && real;
         ImTap tap{};
-        if constexpr (kIm2col)
+        ImTap btap[2] = {}; /* swapped im2col: each B box's first pixel (box past M: pixel 0) */
+        if constexpr (kIm2col && kSwap) {
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            const int p0 = w.tn * BN + i * (BN / 2);
+            btap[i].start(args.im, p0 < args.N ? p0 : 0, w.kb0);
+          }
+        } else if constexpr (kIm2col) {
           tap.start(args.im, a_row, w.kb0);
+        }
         for (int kb = w.kb0; kb < w.kb1; ++kb) {
           producer_acquire<STAGES>(sm.empty(ring.stage), ring);
-          load_ab<BN, STAGES, kOut, CL, kTransB, Epi::kPaired, kIm2col>(
+          load_ab<BN, STAGES, kOut, CL, kTransB, Epi::kPaired, kIm2col, kSwap>(
               sm, ring.stage, &tma_a, &tma_b, a_row, kb, w.tn, args.N, args.NB, args.out_cols,
-              args.shift, rank, tap, args.im);
-          if constexpr (kIm2col)
+              args.shift, rank, tap, args.im, btap);
+          if constexpr (kIm2col && kSwap) {
+            btap[0].next(args.im);
+            btap[1].next(args.im);
+          } else if constexpr (kIm2col) {
             tap.next(args.im);
+          }
           ring.advance();
         }
         if (prefetch)

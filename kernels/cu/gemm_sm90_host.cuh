@@ -154,8 +154,15 @@ cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
     args.im.pad = v.pad;
     args.im.Q = v.Q;
     args.im.PQ = v.P * v.Q; /* sm90_run checked: at most M */
-    e = encode_im2col_nhwc(&ta, p.dtype, p.a, v.N, v.H, v.W, v.C, v.R, v.S, v.stride, v.pad, v.dil,
-                           kBK, kBM);
+    if constexpr (kSwap) {  /* the filter [N, K] as the kernel's A; x's boxes of BN / 2 pixels */
+      e = encode_2d(&ta, p.dtype, p.b, p.K, p.N, p.ldb, kBK, kBM);
+      if (e == cudaSuccess)
+        e = encode_im2col_nhwc(&tb, p.dtype, p.a, v.N, v.H, v.W, v.C, v.R, v.S, v.stride, v.pad,
+                               v.dil, kBK, BN / 2);
+    } else {
+      e = encode_im2col_nhwc(&ta, p.dtype, p.a, v.N, v.H, v.W, v.C, v.R, v.S, v.stride, v.pad,
+                             v.dil, kBK, kBM);
+    }
   } else if constexpr (kSwap) { /* B [N, K] as the kernel's A, A [M, K] as its B */
     e = encode_2d(&ta, p.dtype, p.b, p.K, p.N, p.ldb, kBK, kBM);
     if (e == cudaSuccess)
@@ -223,11 +230,11 @@ cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
 }
 
 /* What a SWAP row runs (gemm_plan.c's row_fits asks the same of the shape):
- * B [N, K] K-major, an unpaired epilogue that reads no add tensor, no
- * im2col, out stored by TMA (16-byte aligned, N % 8 == 0). */
+ * B [N, K] K-major, an unpaired epilogue that reads no add tensor, out
+ * stored by TMA (16-byte aligned, N % 8 == 0); A a matrix or an im2col. */
 bool swap_ok(const Problem &p) {
   const int k = p.epilogue;
-  return p.trans_b && p.im2col == nullptr && aligned16(p.out) && (p.N & 7) == 0 &&
+  return p.trans_b && aligned16(p.out) && (p.N & 7) == 0 &&
          (k == FP_EPI_NONE || k == FP_EPI_RELU || k == FP_EPI_BIAS || k == FP_EPI_BIAS_RELU ||
           k == FP_CONV_EPI_BN);
 }
@@ -243,11 +250,15 @@ cudaError_t run_row(const Problem &p, const Config &c, cudaStream_t stream) {
   } else if constexpr ((FLAGS & FP_GEMM_CFG_SWAP) != 0) {
     if (!swap_ok(p)) /* the planner asks the shape; the pointers may still refuse: row 1 */
       return run_row<256, 4, 0u>(p, c, stream);
+    const auto for_t = [&](auto tag) -> cudaError_t {
+      using T = decltype(tag);
+      if (p.im2col != nullptr) /* a convolution's pixels as the kernel's B */
+        return launch_gemm<T, EpiLinear<T>, BN, STAGES, 1, false, true, true, true>(p, 1, stream);
+      return launch_gemm<T, EpiLinear<T>, BN, STAGES, 1, false, true, false, true>(p, 1, stream);
+    };
     if (p.dtype == Storage<__half>::kDtype)
-      return launch_gemm<__half, EpiLinear<__half>, BN, STAGES, 1, false, true, false, true>(
-          p, 1, stream);
-    return launch_gemm<__nv_bfloat16, EpiLinear<__nv_bfloat16>, BN, STAGES, 1, false, true, false,
-                       true>(p, 1, stream);
+      return for_t(__half());
+    return for_t(__nv_bfloat16());
   } else {
     const int split_k = c.split_k < 1 ? 1 : c.split_k;
     if (split_k > 1 && !kSplit) /* more splits than k-blocks is fine: the extra ones add zeros */
@@ -397,6 +408,8 @@ template <class T, class Epi, int BN, int STAGES, unsigned FLAGS> void stubs_epi
   if constexpr ((FLAGS & FP_GEMM_CFG_SWAP) != 0) {
     l.add(reinterpret_cast<const void *>(
         gemm_kernel<T, Epi, BN, STAGES, 1, false, true, false, true>));
+    l.add(reinterpret_cast<const void *>(
+        gemm_kernel<T, Epi, BN, STAGES, 1, false, true, true, true>));
   } else {
     l.add(reinterpret_cast<const void *>(
         gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, false, false, false>));
