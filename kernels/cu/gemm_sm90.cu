@@ -69,8 +69,9 @@
  * left column c back at c + BN / 2.
  *
  * Swapped rows (FP_GEMM_CFG_SWAP): the host hands the kernel B [N, K] as
- * its A and A [M, K] as its B, so the same main loop computes out^T tile by
- * tile: 128 of out's columns by BN (192 or 224) of out's rows. M, usually
+ * its A and A [M, K] as its B (a convolution's pixels: im2col boxes, see
+ * ImTap), so the same main loop computes out^T tile by tile: 128 of out's
+ * columns by BN (192 or 224) of out's rows. M, usually
  * the long side (a convolution's pixels), is then cut in tiles of any
  * multiple of 8 instead of 128, which fits the tile count to the SMs
  * (6272 x 512: 33 x 4 tiles of 192 x 128 on 132 SMs, where 128 x 256 gave

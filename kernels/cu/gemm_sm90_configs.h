@@ -16,8 +16,9 @@
  * registers, and d is streamed in [64, 128] tiles through the same stages.
  *
  * A SWAP row computes out^T = B A^T with the same main loop: its 128 tile
- * rows are B's (out's columns), its BN tile columns A's (out's rows), so M
- * is cut in tiles of any multiple of 8 (gemm_sm90.cu, the swapped epilogue).
+ * rows are B's (out's columns), its BN tile columns A's (out's rows, a
+ * convolution's pixels by im2col), so M is cut in tiles of any multiple of
+ * 8 (gemm_sm90.cu, the swapped epilogue).
  *
  * SMEM_BYTES = 1024 (alignment slack: swizzled tiles start 1024-aligned)
  *            + STAGES * (BM + BN) * BK * 2 (the A and B tiles of a stage)
