@@ -405,10 +405,7 @@ static void plan_from_row(const cfg_row *c, int split, const fp_gemm_request *r,
  * gemm_sm90_host.cuh's swap_ok also asks out's address, and runs row 1
  * where it is not aligned); A a matrix or a convolution's im2col. */
 static bool swap_fits(const fp_gemm_request *r) {
-  const int k = r->epilogue;
-  return !r->b2b && r->trans_b && r->N % 8 == 0 &&
-         (k == FP_EPI_NONE || k == FP_EPI_RELU || k == FP_EPI_BIAS || k == FP_EPI_BIAS_RELU ||
-          k == FP_CONV_EPI_BN);
+  return !r->b2b && r->trans_b && r->N % 8 == 0 && FP_GEMM_SWAP_EPILOGUE(r->epilogue);
 }
 
 /* Whether row c can run r on d (before any cost). A cluster of two blocks

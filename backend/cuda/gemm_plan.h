@@ -44,6 +44,11 @@ typedef enum fp_gemm_path {
  * so M's tiles can be any multiple of 8 wide; trans_b, unpaired, per-column
  * epilogues (none, relu, bias, BN), N % 8 == 0 */
 #define FP_GEMM_CFG_SWAP 16u
+/* The epilogues a SWAP row applies (FP_EPI_* and FP_CONV_EPI_BN of
+ * fp_device_common.h): the planner's row filter and the launcher ask this. */
+#define FP_GEMM_SWAP_EPILOGUE(k)                                                                   \
+  ((k) == FP_EPI_NONE || (k) == FP_EPI_RELU || (k) == FP_EPI_BIAS || (k) == FP_EPI_BIAS_RELU ||    \
+   (k) == FP_CONV_EPI_BN)
 
 /* What a GEMM asks for: gemm_<dt> (b2b false) or gemm2_<dt> (b2b true). */
 typedef struct fp_gemm_request {

@@ -233,10 +233,7 @@ cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
  * B [N, K] K-major, an unpaired epilogue that reads no add tensor, out
  * stored by TMA (16-byte aligned, N % 8 == 0); A a matrix or an im2col. */
 bool swap_ok(const Problem &p) {
-  const int k = p.epilogue;
-  return p.trans_b && aligned16(p.out) && (p.N & 7) == 0 &&
-         (k == FP_EPI_NONE || k == FP_EPI_RELU || k == FP_EPI_BIAS || k == FP_EPI_BIAS_RELU ||
-          k == FP_CONV_EPI_BN);
+  return p.trans_b && aligned16(p.out) && (p.N & 7) == 0 && FP_GEMM_SWAP_EPILOGUE(p.epilogue);
 }
 
 /* Picks T, trans_b and the epilogue at run time for one table row. */
