@@ -5,9 +5,10 @@
  * tile by TMA (load_add_chunks, AddState), the per-column operands read
  * before the main loop (ColOperands; the bias row and BN table built from
  * them), epilogue itself, the swapped rows' epilogue (RowOperands,
- * epilogue_swapped) and the split-K reduction (split_reduce). The path's description (the store and
- * the paired layouts included), the pipeline (shared memory, B tile, work units, producer, the
- * consumers' main loop), the kernels and the exports are in gemm_sm90.cu; the host side in
+ * epilogue_swapped) and the split-K reduction (split_reduce). The path's
+ * description (the store and the paired layouts included), the pipeline
+ * (shared memory, B tile, work units, producer, the consumers' main loop),
+ * the kernels and the exports are in gemm_sm90.cu; the host side in
  * gemm_sm90_host.cuh.
  *
  * A part of gemm_sm90.cu, not a header of its own: gemm_sm90.cu includes it
