@@ -302,6 +302,12 @@ struct ImTap {
     r = t / g.S;
     s = t - r * g.S;
   }
+  /* this k-block's box of pixels from this tap into dst (TMA im2col, bar's transaction) */
+  __device__ __forceinline__ void load(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                       const ImGeom &g) const {
+    tma_load_im2col_4d(dst, map, bar, c0, w0, h0, n, static_cast<uint16_t>(s * g.dil),
+                       static_cast<uint16_t>(r * g.dil));
+  }
   __device__ __forceinline__ void next(const ImGeom &g) {
     c0 += kBK;
     if (c0 == g.cblocks * kBK) {
@@ -331,16 +337,12 @@ load_ab(const Smem<BN, STAGES, OUTC> &sm, int s, const CUtensorMap *ta, const CU
     tma_load_2d(sm.a(s), ta, sm.full(s), kb * kBK, a_row);
 #pragma unroll
     for (int i = 0; i < 2; ++i)
-      tma_load_im2col_4d(sm.b(s) + i * BT::kBoxBytes, tb, sm.full(s), btap[i].c0, btap[i].w0,
-                         btap[i].h0, btap[i].n, static_cast<uint16_t>(btap[i].s * ig.dil),
-                         static_cast<uint16_t>(btap[i].r * ig.dil));
+      btap[i].load(sm.b(s) + i * BT::kBoxBytes, tb, sm.full(s), ig);
   } else {
     (void)btap;
     if constexpr (kIm2col) {
       (void)a_row;
-      tma_load_im2col_4d(sm.a(s), ta, sm.full(s), tap.c0, tap.w0, tap.h0, tap.n,
-                         static_cast<uint16_t>(tap.s * ig.dil),
-                         static_cast<uint16_t>(tap.r * ig.dil));
+      tap.load(sm.a(s), ta, sm.full(s), ig);
     } else {
       (void)tap;
       (void)ig;
