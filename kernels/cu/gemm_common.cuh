@@ -324,7 +324,8 @@ __device__ __forceinline__ void store_pair(T *out, long long n, long long row, l
  *
  *   [tiles counters, uint32, padded to 256 bytes][split_k * tiles * bm * bn floats]
  *
- * A tile's slice is bm * bn floats, row-major within the tile. dw_packed
+ * A tile's slice is bm * bn floats, row-major within the tile (the sm90
+ * GEMM's in its threads' fragment order instead). dw_packed
  * appends tiles departure counters (split_counters_bytes(tiles) more) for
  * its parallel reduction: every block of a tile sums a share once all have
  * arrived, and the last to leave resets both counters. */

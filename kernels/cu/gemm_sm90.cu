@@ -42,8 +42,9 @@
  * stage) and apply the epilogue there (ldmatrix, formula, stmatrix).
  *
  * Split-K (SPLIT_K rows, split_k > 1): gemm_common.cuh's workspace; the
- * last block of a tile sums the slices in order, 16 column groups of a
- * slice in flight at a time.
+ * last block of a tile sums the slices in order, 16 float4 a thread in
+ * flight (the slices hold the threads' accumulator fragments in order:
+ * frag_slot, gemm_sm90_epilogue.cuh).
  *
  * Operands: A [M, K] K-major (TMA box 64 k x 128 rows, 128B swizzle); B
  * either [NB, K] K-major (trans_b: 2 boxes of 64 k x BN / 2 rows) or [K, NB]
@@ -599,7 +600,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       add.preloaded = preload && nk > 0;
       bool store = w.tm < sc.mtiles; /* not the phantom half of a cluster pair */
       if (store && kSplit && sc.split_k > 1)
-        store = split_reduce<T, Epi, BN>(args, acc, w, cw, warp, lane, flag);
+        store = split_reduce<T, Epi, BN>(args, acc, w, flag);
       const bool borrow = store && last >= 0 && SmemT::kBorrow > 0 &&
                           live_chunks<kOut>(args.N, args.out_cols, w.tn) > SmemT::kEpiBufs;
       if (borrow) {

@@ -577,65 +577,83 @@ __device__ __forceinline__ void epilogue_swapped(const GemmArgs<T, EpiLinear<T>>
   }
 }
 
+/* One thread's fence between a block's partial-sum stores and its arrival
+ * (release), or between the wait and the block's reads (acquire); the
+ * block's barrier orders the other threads' accesses around it, as a grid
+ * barrier does (rather than a fence.sc in each of its 256 threads). */
+__device__ __forceinline__ void fence_acq_rel_gpu() {
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+
+/* Split-K slices in fragment order: the consumer threads' accumulators
+ * as float4 (acc[4 j .. 4 j + 3]: rows r and r + 8, two columns each), j-th
+ * float4 of consumer thread t at float4 index j * 256 + t of its slice. A
+ * block only ever reads the slices back into the same threads' registers,
+ * so any order that all blocks share will do; this one makes every access
+ * a warp's 512 contiguous bytes (the tile's row-major order cut each warp's
+ * access into eight 32-byte pieces). */
+template <int BN>
+__device__ __forceinline__ float4 *frag_slot(void *ws, int tiles, long long tile, int split) {
+  return reinterpret_cast<float4 *>(split_slice(ws, tiles, tile, split, kBM, BN)) +
+         (threadIdx.x - 128);
+}
+template <int BN>
+__device__ __forceinline__ void store_frag(float4 *slot, const float (&acc)[BN / 2], int j) {
+  __stcg(slot + j * 256, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+}
+
 /* Split-K: write this split's partial tile to its slice; the block that
  * arrives last on the tile's counter sums the slices in order 0..split_k-1
  * into acc and returns true (the caller then runs the epilogue), and
- * resets the counter. The slice is row-major [kBM, BN] within the tile, in
- * the B tile's column order (paired: left half, then right half). The sum
- * reads 16 column groups of a slice at a time, all loads in flight. */
+ * resets the counter. The sum reads 16 float4 of a slice at a time, all
+ * loads in flight. */
 template <class T, class Epi, int BN>
 __device__ __forceinline__ bool split_reduce(const GemmArgs<T, Epi> &args, float (&acc)[BN / 2],
-                                             const Unit &w, int cw, int warp, int lane,
-                                             volatile int *flag) {
+                                             const Unit &w, volatile int *flag) {
   const int split_k = args.sched.split_k;
   const long long tile = static_cast<long long>(w.tm) * args.sched.ntiles + w.tn;
-  const int lrow = cw * 64 + warp * 16 + lane / 4;
-  const int lcol = 2 * (lane % 4);
-  float *mine = split_slice(args.ws, args.tiles, tile, w.split, kBM, BN);
+  constexpr int kJ = BN / 8;
+  float4 *mine = frag_slot<BN>(args.ws, args.tiles, tile, w.split);
 #pragma unroll
-  for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      __stcg(reinterpret_cast<float2 *>(mine + (lrow + 8 * h) * BN + lcol + 8 * j),
-             make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]));
-  __threadfence(); /* the partial is visible device-wide before the arrival below */
-  consumers_sync();
+  for (int j = 0; j < kJ; ++j)
+    store_frag<BN>(mine, acc, j);
+  consumers_sync(); /* the block's stores are ordered before thread 128's fence */
   if (threadIdx.x == 128) {
     unsigned *counter = split_counters(args.ws) + tile;
+    fence_acq_rel_gpu(); /* release: the partial is visible device-wide before the arrival */
     const unsigned arrived = atomicAdd(counter, 1u);
     const int last = arrived == static_cast<unsigned>(split_k - 1);
     if (last) {
-      __threadfence(); /* acquire: the other splits' partials before our reads */
-      *counter = 0u;   /* left zeroed for the next launch */
+      fence_acq_rel_gpu(); /* acquire: the other splits' partials before our reads */
+      *counter = 0u;       /* left zeroed for the next launch */
     }
     *flag = last;
   }
-  consumers_sync();
+  consumers_sync(); /* ... and the block's reads after it */
   const bool last = *flag != 0;
   if (!last)
     return false;
-  __threadfence();
-  const float *base = split_slice(args.ws, args.tiles, tile, 0, kBM, BN) + lrow * BN + lcol;
-  const long long slice_stride = static_cast<long long>(args.tiles) * kBM * BN;
-  constexpr int kJ = BN / 8, kCJ = kJ < 16 ? kJ : 16;
+  const float4 *base = frag_slot<BN>(args.ws, args.tiles, tile, 0);
+  const long long slice_stride = static_cast<long long>(args.tiles) * kBM * BN / 4; /* float4 */
+  constexpr int kCJ = kJ < 16 ? kJ : 16;
 #pragma unroll
   for (int j0 = 0; j0 < kJ; j0 += kCJ) {
     for (int s = 0; s < split_k; ++s) {
-      const float *p = base + s * slice_stride;
-      float2 v[kCJ][2];
+      float4 v[kCJ];
 #pragma unroll
       for (int j = 0; j < kCJ; ++j)
+        if (j0 + j < kJ)
+          v[j] = __ldcg(base + s * slice_stride + (j0 + j) * 256);
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-          v[j][h] = __ldcg(reinterpret_cast<const float2 *>(p + 8 * h * BN + 8 * (j0 + j)));
-#pragma unroll
-      for (int j = 0; j < kCJ; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int l = 4 * (j0 + j) + 2 * h;
-          acc[l] = s == 0 ? v[j][h].x : acc[l] + v[j][h].x;
-          acc[l + 1] = s == 0 ? v[j][h].y : acc[l + 1] + v[j][h].y;
-        }
+      for (int j = 0; j < kCJ; ++j) {
+        const int l = 4 * (j0 + j);
+        if (j0 + j >= kJ)
+          continue;
+        acc[l] = s == 0 ? v[j].x : acc[l] + v[j].x;
+        acc[l + 1] = s == 0 ? v[j].y : acc[l + 1] + v[j].y;
+        acc[l + 2] = s == 0 ? v[j].z : acc[l + 2] + v[j].z;
+        acc[l + 3] = s == 0 ? v[j].w : acc[l + 3] + v[j].w;
+      }
     }
   }
   return true;
