@@ -316,6 +316,12 @@ static void test_sm90_swap(void **state) {
   p = must_plan(&r, &h100, FP_GEMM_PATH_SM90);
   assert_true((p.flags & FP_GEMM_CFG_SWAP) != 0);
   assert_int_equal(p.bn, 192);
+  /* few swapped tiles and a long K (ResNet-50's 2048x7 -> 512 1x1 layer at batch 32): a SWAP
+   * row splits only where the tuning cache asks (test_tuning_cache) */
+  r = req(1, 1568, 512, 2048, FP_EPI_BIAS_RELU);
+  r.trans_b = true;
+  p = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+  assert_true((p.flags & FP_GEMM_CFG_SWAP) == 0 || p.split_k == 1);
 }
 
 /* Skinny f16 (M <= 8) whose column tiles fill at most half the SMs splits
@@ -402,6 +408,31 @@ static void test_tuning_cache(void **state) {
     assert_true(fp_gemm_tuning_record(&ri, &h100, im_pick, 99.0, why, sizeof why));
     assert_int_equal(must_plan(&ri, &h100, FP_GEMM_PATH_SM90).config, im_config);
     assert_true(must_plan(&ri, &h100, FP_GEMM_PATH_SM90).tuned);
+    /* a tuned split of a SWAP row (1568 x 512 x 2048: 4 x 7 tiles of 224) gets a workspace
+     * with both rows of counters (arrivals, departures); a split that does not divide
+     * BN / 8 is not taken */
+    fp_gemm_request rs = req(1, 1568, 512, 2048, FP_EPI_BIAS);
+    rs.trans_b = true;
+    fp_gemm_plan sw = must_plan(&rs, &h100, FP_GEMM_PATH_SM90);
+    fp_gemm_plan swap_cands[32]; /* cands still holds pick */
+    const int ns = fp_gemm_plan_candidates(&rs, &h100, &sw, swap_cands, 32);
+    int k224 = -1;
+    for (int k = 0; k < ns; ++k)
+      if ((swap_cands[k].flags & FP_GEMM_CFG_SWAP) != 0 && swap_cands[k].bn == 224)
+        k224 = k;
+    assert_true(k224 >= 0);
+    fp_gemm_plan want = swap_cands[k224];
+    want.split_k = 3; /* 28 % 3 != 0 */
+    assert_true(fp_gemm_tuning_record(&rs, &h100, &want, 10.0, why, sizeof why));
+    assert_false(must_plan(&rs, &h100, FP_GEMM_PATH_SM90).tuned);
+    want.split_k = 4;
+    assert_true(fp_gemm_tuning_record(&rs, &h100, &want, 9.0, why, sizeof why));
+    const fp_gemm_plan got = must_plan(&rs, &h100, FP_GEMM_PATH_SM90);
+    assert_true(got.tuned);
+    assert_int_equal(got.split_k, 4);
+    const uint64_t tiles = (512 / 128) * ((1568 + 223) / 224),
+                   counters = (tiles * 4 + 255) / 256 * 256;
+    assert_int_equal(got.ws_bytes, 2 * counters + 4 * tiles * 128 * 224 * 4);
     assert_int_equal(must_plan(&r, &h100, FP_GEMM_PATH_AUTO).config, pick->config);
   }
   FILE *f = fopen(path, "r");
@@ -411,7 +442,7 @@ static void test_tuning_cache(void **state) {
   while (fgets(line, sizeof line, f) != NULL)
     lines += strncmp(line, "v1 ", 3) == 0;
   fclose(f);
-  assert_int_equal(lines, sm90 ? 2 : 1);
+  assert_int_equal(lines, sm90 ? 4 : 1); /* r, ri and rs twice */
   assert_int_equal(unsetenv("FUSEPORT_CUDA_GEMM_TUNE"), 0);
   assert_false(must_plan(&r, &h100, FP_GEMM_PATH_AUTO).tuned);
   remove(path);

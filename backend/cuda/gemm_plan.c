@@ -396,8 +396,12 @@ static void plan_from_row(const cfg_row *c, int split, const fp_gemm_request *r,
   out->flags = c->flags;
   out->split_k = split;
   out->b2b_on_chip = r->b2b;
-  const int64_t tiles = ceil_div(r->M, c->bm) * ceil_div(NB, c->bn);
+  const bool swap = (c->flags & FP_GEMM_CFG_SWAP) != 0; /* tiles of BM of N by BN of M */
+  const int64_t tiles = swap ? ceil_div(NB, c->bm) * ceil_div(r->M, c->bn)
+                             : ceil_div(r->M, c->bm) * ceil_div(NB, c->bn);
   out->ws_bytes = split_ws_bytes(tiles, split, c->bm, c->bn);
+  if (swap && split > 1) /* the departures row of the parallel sum (gemm_sm90_configs.h) */
+    out->ws_bytes += split_counters_bytes(tiles);
 }
 
 /* What a SWAP row (out^T = B A^T) runs: B [N, K] K-major, an unpaired
@@ -477,11 +481,13 @@ static bool sm90_misaligned(const fp_gemm_request *r, int64_t NB) {
   const int64_t ldb = r->ldb > 0 ? r->ldb : r->trans_b ? r->K : NB;
   return lda % 64 != 0 || ldb % 64 != 0;
 }
+static int64_t sm90_tiles(const cfg_row *c, int64_t M, int64_t NB) {
+  return (c->flags & FP_GEMM_CFG_SWAP) != 0 ? ceil_div(NB, c->bm) * ceil_div(M, c->bn) /* swapped */
+                                            : ceil_div(M, c->bm) * ceil_div(NB, c->bn);
+}
 static double sm90_config_cost(const cfg_row *c, int64_t M, int64_t NB, int64_t K, int sms,
                                int split_k) {
-  const bool swap = (c->flags & FP_GEMM_CFG_SWAP) != 0; /* tiles of BM of N by BN of M */
-  const int64_t tiles =
-      swap ? ceil_div(NB, c->bm) * ceil_div(M, c->bn) : ceil_div(M, c->bm) * ceil_div(NB, c->bn);
+  const int64_t tiles = sm90_tiles(c, M, NB);
   const double waves = (double)ceil_div(tiles * split_k, sms > 0 ? sms : 1);
   const double eff = c->bn >= 256   ? 1.0
                      : c->bn >= 224 ? 0.95
@@ -491,6 +497,7 @@ static double sm90_config_cost(const cfg_row *c, int64_t M, int64_t NB, int64_t 
   const double k_share = (double)ceil_div(K, split_k);
   return waves * (double)c->bm * (double)c->bn * k_share / eff;
 }
+
 static double sm90_row_factor(const cfg_row *c, const fp_gemm_request *r, int64_t NB) {
   return sm90_misaligned(r, NB) && (c->flags & FP_GEMM_CFG_CLUSTER2) == 0 ? 1.33 : 1.0;
 }
@@ -557,7 +564,8 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
     for (int k = 0; k < tables[path].n; ++k) {
       const cfg_row *c = &tables[path].rows[k];
       if (c->index != tuned_config || !row_fits(c, r, d, paired) || tuned_split < 1 ||
-          (tuned_split > 1 && ((c->flags & FP_GEMM_CFG_SPLIT_K) == 0 || r->no_split)))
+          (tuned_split > 1 && ((c->flags & FP_GEMM_CFG_SPLIT_K) == 0 || r->no_split)) ||
+          (tuned_split > 1 && (c->flags & FP_GEMM_CFG_SWAP) != 0 && (c->bn / 8) % tuned_split))
         continue;
       plan_from_row(c, tuned_split, r, NB, out);
       out->tuned = true;
@@ -579,7 +587,13 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
     if (path == FP_GEMM_PATH_SM90 && !r->b2b && !sm90_row_ok(c, r, NB, d->sm_count, paired))
       continue;
     const bool sm90 = path == FP_GEMM_PATH_SM90;
-    const int split = r->b2b || r->no_split ? 1
+    /* A SWAP row splits K only where the tuning cache asks (a split that
+     * divides BN / 8): on ResNet-50's few-tile layers (H200, 2026-11-29)
+     * every split of 2-7 summed in parallel ran slower than the unswapped
+     * rows' plans, 10-20 us above what its main loops need, for reasons
+     * not yet found. */
+    const bool swap = (c->flags & FP_GEMM_CFG_SWAP) != 0;
+    const int split = r->b2b || r->no_split || swap ? 1
                       : sm90 ? choose_split(c, r->M, NB, r->K, d->sm_count, r->im2col ? 2 : 4, 32)
                              : choose_split(c, r->M, NB, r->K, d->sm_count, 2, 4);
     const double cost =

@@ -44,7 +44,11 @@
  * Split-K (SPLIT_K rows, split_k > 1): gemm_common.cuh's workspace; the
  * last block of a tile sums the slices in order, 16 float4 a thread in
  * flight (the slices hold the threads' accumulator fragments in order:
- * frag_slot, gemm_sm90_epilogue.cuh).
+ * frag_slot, gemm_sm90_epilogue.cuh). A swapped row (split only where the
+ * tuning cache asks: gemm_plan.c) whose units fit one wave sums in
+ * parallel instead (split_reduce_share): each block of the tile sums and
+ * stores BN / split_k of its columns (out's rows) once all have arrived,
+ * in a cooperative launch that keeps every block resident.
  *
  * Operands: A [M, K] K-major (TMA box 64 k x 128 rows, 128B swizzle); B
  * either [NB, K] K-major (trans_b: 2 boxes of 64 k x BN / 2 rows) or [K, NB]
@@ -459,8 +463,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if FP_SM90A
   constexpr int kOut = kSwap ? (BN + 63) / 64 * 64 : Epi::kPaired ? BN / 2 : BN;
   using SmemT = Smem<BN, STAGES, kOut>;
-  static_assert(!kSwap || (std::is_same<Epi, EpiLinear<T>>::value && kTransB && !kSplit && CL == 1),
-                "a swapped row: unpaired, trans_b, no split-K or cluster");
+  static_assert(!kSwap || (std::is_same<Epi, EpiLinear<T>>::value && kTransB && CL == 1),
+                "a swapped row: unpaired, trans_b, no cluster");
   static_assert(CL == 1 || BTile<BN, kTransB, Epi::kPaired>::kBoxes % CL == 0, "multicast split");
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = align1024(smem_raw);
@@ -599,8 +603,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       release_held(); /* when the unit had no k-block */
       add.preloaded = preload && nk > 0;
       bool store = w.tm < sc.mtiles; /* not the phantom half of a cluster pair */
-      if (store && kSplit && sc.split_k > 1)
-        store = split_reduce<T, Epi, BN>(args, acc, w, flag);
+      int share0 = 0; /* swapped: the first 8-column group of the tile this block stores */
+      if (store && kSplit && sc.split_k > 1) {
+        if constexpr (kSwap) {
+          if (args.parallel) {
+            share0 = w.split * args.share_groups;
+            split_reduce_share<T, BN>(args, acc, w, share0);
+          } else {
+            store = split_reduce<T, Epi, BN>(args, acc, w, flag);
+          }
+        } else {
+          store = split_reduce<T, Epi, BN>(args, acc, w, flag);
+        }
+      }
       const bool borrow = store && last >= 0 && SmemT::kBorrow > 0 &&
                           live_chunks<kOut>(args.N, args.out_cols, w.tn) > SmemT::kEpiBufs;
       if (borrow) {
@@ -611,7 +626,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       if constexpr (kSwap) {
         if (store)
-          epilogue_swapped<T, BN>(args, &tma_c, sm, acc, cols, w.tm, w.tn, cw, warp, lane);
+          epilogue_swapped<T, BN>(args, &tma_c, sm, acc, cols, w.tm, w.tn, cw, warp, lane, share0);
       } else if (store) {
         epilogue<T, Epi, BN>(args, &tma_c, &tma_add, sm, acc, cols, w.tm, w.tn, held, cw, warp,
                              lane, add);

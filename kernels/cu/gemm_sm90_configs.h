@@ -38,6 +38,10 @@
  * W = BN (BN / 2 for PAIRED), with bm = BM and bn = BN in
  * split_workspace_bytes (a tile's slice holds its whole BN-wide product);
  * the narrower shifted PAIRED tiles use fewer splits if that does not fit.
+ * A SWAP row's tiles are ceil(N / BM) * ceil(M / BN), its split_k divides
+ * BN / 8 (each block of a tile sums and stores BN / split_k of its columns:
+ * gemm_sm90.cu), and its workspace has a second row of counters
+ * (split_counters_bytes(tiles) more, the departures).
  * The planner's rules for these rows (measured on an H100): gemm_plan.c,
  * sm90_config_cost and its neighbours.
  */
@@ -69,9 +73,10 @@
   /* B multicast on 128x128 tiles: rows of A or B that are not 128-byte aligned */                 \
   X(10, 128, 128, 64, 6, 384, 231056, FP_GEMM_CFG_CLUSTER2)                                        \
   /* swapped (out^T = B A^T): M in tiles of 192 or 224 rows, to fit M to the SMs (6272 x 512 */    \
-  /* takes 33 x 4 tiles of 192 x 128 on 132 SMs; 1568 x 2048, 7 x 16 of 224 x 128) */              \
-  X(11, 128, 192, 64, 4, 384, 214896, FP_GEMM_CFG_SWAP)                                            \
-  X(12, 128, 224, 64, 3, 384, 202848, FP_GEMM_CFG_SWAP)
+  /* takes 33 x 4 tiles of 192 x 128 on 132 SMs; 1568 x 2048, 7 x 16 of 224 x 128); split-K */     \
+  /* (summed in parallel) only where the tuning cache asks: gemm_plan.c */                          \
+  X(11, 128, 192, 64, 4, 384, 214896, FP_GEMM_CFG_SWAP | FP_GEMM_CFG_SPLIT_K)                      \
+  X(12, 128, 224, 64, 3, 384, 202848, FP_GEMM_CFG_SWAP | FP_GEMM_CFG_SPLIT_K)
 /* clang-format on */
 
 #endif

@@ -25,11 +25,14 @@ template <class T, class Epi> struct GemmArgs {
   T *out;
   void *ws; /* split-K workspace */
   int M, N, NB;
-  int out_cols;  /* W: output columns per tile (BN; paired BN / 2, or BN / 2 - 8 shifted) */
-  int shift;     /* paired, shifted right half: s = N % 8 (0: not shifted) */
-  int tma_store; /* out's rows are 16-byte aligned: the staged boxes go out by TMA */
-  int add_tma;   /* ADD / ADD_RELU with add's rows 16-byte aligned: add comes in by TMA */
-  int tiles;     /* mtiles * ntiles: split-K counters and slices */
+  int out_cols;     /* W: output columns per tile (BN; paired BN / 2, or BN / 2 - 8 shifted) */
+  int shift;        /* paired, shifted right half: s = N % 8 (0: not shifted) */
+  int tma_store;    /* out's rows are 16-byte aligned: the staged boxes go out by TMA */
+  int add_tma;      /* ADD / ADD_RELU with add's rows 16-byte aligned: add comes in by TMA */
+  int tiles;        /* mtiles * ntiles: split-K counters and slices */
+  int parallel;     /* swapped split-K in one wave: each block of a tile sums a share of it */
+  int share_groups; /* swapped: the 8-column groups of a tile a block stores (BN / 8 unless
+                     * parallel; BN / 8 / split_k then) */
   Sched sched;
   ImGeom im; /* the im2col A operand (gemm_kernel's kIm2col) */
 };
@@ -521,10 +524,10 @@ template <class T> struct RowOperands {
 };
 
 template <class T, int BN, class SmemT>
-__device__ __forceinline__ void epilogue_swapped(const GemmArgs<T, EpiLinear<T>> &args,
-                                                 const CUtensorMap *tma_c, const SmemT &sm,
-                                                 float (&acc)[BN / 2], const RowOperands<T> &ops,
-                                                 int tm, int tn, int cw, int warp, int lane) {
+__device__ __forceinline__ void
+epilogue_swapped(const GemmArgs<T, EpiLinear<T>> &args, const CUtensorMap *tma_c, const SmemT &sm,
+                 float (&acc)[BN / 2], const RowOperands<T> &ops, int tm, int tn, int cw, int warp,
+                 int lane, int share0) {
   static_assert(BN % 16 == 0 && SmemT::kBorrow == 0 && SmemT::kEpiBufs * 64 >= BN,
                 "a swapped tile stages in the warpgroup's own boxes");
   const int grow0 = tm * kBM + cw * 64; /* this warpgroup's 64 kernel rows: out's columns */
@@ -572,7 +575,10 @@ __device__ __forceinline__ void epilogue_swapped(const GemmArgs<T, EpiLinear<T>>
   fence_proxy_async(); /* the staged rows are visible to the copy engine */
   warpgroup_sync(cw);
   if (elected) {
-    tma_store_2d(tma_c, box, grow0, tn * BN); /* TMA clips rows >= M and columns >= N */
+    /* the block's share: groups [share0, share0 + args.share_groups) of the staged rows (the
+     * map's box is that tall; 8-row steps keep the 1024-byte swizzle phase). TMA clips rows >= M
+     * and columns >= N. */
+    tma_store_2d(tma_c, box + 8 * share0 * kRowBytes, grow0, tn * BN + 8 * share0);
     bulk_commit();
   }
 }
@@ -657,6 +663,80 @@ __device__ __forceinline__ bool split_reduce(const GemmArgs<T, Epi> &args, float
     }
   }
   return true;
+}
+
+/* Split-K on a swapped tile, every block at once (args.parallel: one unit a
+ * block, all resident): each block writes the 8-column groups of its
+ * partial tile that it does not own to its slice, waits until all split_k
+ * blocks of the tile have arrived, then sums its own groups [g0, g0 +
+ * share_groups) over the slices in order 0..split_k-1 (its own from
+ * registers), so every block reads and writes (split_k - 1) / split_k of a
+ * slice where the last block alone read split_k slices; the epilogue then
+ * stores only those groups. The last block to leave zeroes both counters
+ * for the next launch (every block has passed the wait by then). */
+template <class T, int BN>
+__device__ __forceinline__ void split_reduce_share(const GemmArgs<T, EpiLinear<T>> &args,
+                                                   float (&acc)[BN / 2], const Unit &w, int g0) {
+  const int split_k = args.sched.split_k;
+  const int g1 = g0 + args.share_groups;
+  const long long tile = static_cast<long long>(w.tm) * args.sched.ntiles + w.tn;
+  constexpr int kJ = BN / 8;
+  float4 *mine = frag_slot<BN>(args.ws, args.tiles, tile, w.split);
+#pragma unroll
+  for (int j = 0; j < kJ; ++j)
+    if (j < g0 || j >= g1)
+      store_frag<BN>(mine, acc, j);
+  unsigned *arrived = split_counters(args.ws) + tile;
+  unsigned *left = split_departures(args.ws, args.tiles, split_k, kBM, BN) + tile;
+  consumers_sync(); /* the block's stores are ordered before thread 128's fence */
+  if (threadIdx.x == 128) {
+    fence_acq_rel_gpu(); /* release: this block's groups are visible before its arrival */
+    atomicAdd(arrived, 1u);
+    while (*reinterpret_cast<volatile unsigned *>(arrived) < static_cast<unsigned>(split_k))
+      __nanosleep(32);
+    fence_acq_rel_gpu(); /* acquire: the other blocks' groups before the reads below */
+  }
+  consumers_sync(); /* ... which every thread makes after thread 128's acquire */
+  const float4 *base = frag_slot<BN>(args.ws, args.tiles, tile, 0);
+  const long long slice_stride = static_cast<long long>(args.tiles) * kBM * BN / 4; /* float4 */
+  constexpr int kCJ = 8; /* groups summed at once: 32 floats of sums beside the accumulators */
+#pragma unroll
+  for (int j0 = 0; j0 < kJ; j0 += kCJ) {
+    if (j0 + kCJ <= g0 || j0 >= g1)
+      continue; /* uniform: no group of this chunk is ours */
+    float4 sum[kCJ];
+#pragma unroll
+    for (int j = 0; j < kCJ; ++j)
+      sum[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int s = 0; s < split_k; ++s) {
+#pragma unroll
+      for (int j = 0; j < kCJ; ++j) {
+        const int jj = j0 + j, l = 4 * jj;
+        if (jj >= kJ || jj < g0 || jj >= g1)
+          continue;
+        const float4 v = s == w.split ? make_float4(acc[l], acc[l + 1], acc[l + 2], acc[l + 3])
+                                      : __ldcg(base + s * slice_stride + jj * 256);
+        sum[j] = s == 0
+                     ? v
+                     : make_float4(sum[j].x + v.x, sum[j].y + v.y, sum[j].z + v.z, sum[j].w + v.w);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kCJ; ++j) {
+      const int jj = j0 + j, l = 4 * jj;
+      if (jj < kJ && jj >= g0 && jj < g1) {
+        acc[l] = sum[j].x;
+        acc[l + 1] = sum[j].y;
+        acc[l + 2] = sum[j].z;
+        acc[l + 3] = sum[j].w;
+      }
+    }
+  }
+  consumers_sync();
+  if (threadIdx.x == 128 && atomicAdd(left, 1u) == static_cast<unsigned>(split_k - 1)) {
+    *arrived = 0u;
+    *left = 0u;
+  }
 }
 
 #endif

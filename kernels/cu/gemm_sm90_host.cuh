@@ -135,10 +135,22 @@ cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
   if (static_cast<long long>(sc.mtiles) * sc.ntiles > kMaxCoord || units > kMaxCoord)
     return cudaErrorInvalidValue;
   sc.units = static_cast<int>(units);
+  /* swapped and split: in one wave (a unit a block, all resident: a cooperative launch) every
+   * block of a tile sums and stores BN / split_k of its columns (split_reduce_share); else the
+   * last block sums the tile alone (split_reduce). Either needs the departures row. */
+  args.parallel = 0;
+  args.share_groups = BN / 8;
   if (split_k > 1) {
-    if (p.ws == nullptr || (reinterpret_cast<uintptr_t>(p.ws) & 15u) != 0 ||
-        p.ws_bytes < split_workspace_bytes(args.tiles, split_k, kBM, BN))
+    const unsigned long long need =
+        split_workspace_bytes(args.tiles, split_k, kBM, BN) +
+        (kSwap ? split_counters_bytes(static_cast<long long>(args.tiles)) : 0ull);
+    if (p.ws == nullptr || (reinterpret_cast<uintptr_t>(p.ws) & 15u) != 0 || p.ws_bytes < need ||
+        (kSwap && (BN / 8) % split_k != 0))
       return cudaErrorInvalidValue;
+    if (kSwap && units <= sms) {
+      args.parallel = 1;
+      args.share_groups = BN / 8 / split_k;
+    }
   }
 
   CUtensorMap ta, tb, tc, tadd;
@@ -172,8 +184,9 @@ cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
   }
   if (e == cudaSuccess && !kSwap)
     e = encode_b(&tb, p.dtype, p.b, p.trans_b != 0, p.K, nb, p.ldb, BN);
-  if (e == cudaSuccess && args.tma_store) /* out [M, N]: staging boxes of 64 rows x 64 columns */
-    e = encode_2d(&tc, p.dtype, p.out, p.N, p.M, p.N, kEpiCols, kSwap ? BN : 64);
+  /* out [M, N]: staging boxes of 64 rows x 64 columns; swapped, of a block's share of BN rows */
+  if (e == cudaSuccess && args.tma_store)
+    e = encode_2d(&tc, p.dtype, p.out, p.N, p.M, p.N, kEpiCols, kSwap ? 8 * args.share_groups : 64);
   if (e == cudaSuccess && args.add_tma) /* add [M, N], the same boxes */
     e = encode_2d(&tadd, p.dtype, p.add, p.N, p.M, p.N, kEpiCols, 64);
   if (e == cudaSuccess)
@@ -226,6 +239,25 @@ cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = CL > 1 ? 1 : 0;
+  if (args.parallel) { /* CL == 1 (swapped): the only attribute asks for residency */
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+    cfg.numAttrs = 1;
+    e = cudaLaunchKernelEx(&cfg, kernel, ta, tb, tc, tadd, args);
+    if (e != cudaErrorCooperativeLaunchTooLarge)
+      return e;
+    /* the GPU is shared (MPS, a smaller partition): the blocks may run in waves, so the last
+     * block of a tile sums it alone and stores the whole tile */
+    (void)cudaGetLastError();
+    args.parallel = 0;
+    args.share_groups = BN / 8;
+    if (args.tma_store) {
+      e = encode_2d(&tc, p.dtype, p.out, p.N, p.M, p.N, kEpiCols, BN);
+      if (e != cudaSuccess)
+        return e;
+    }
+    cfg.numAttrs = 0;
+  }
   return cudaLaunchKernelEx(&cfg, kernel, ta, tb, tc, tadd, args);
 }
 
@@ -245,13 +277,22 @@ cudaError_t run_row(const Problem &p, const Config &c, cudaStream_t stream) {
   if constexpr ((FLAGS & FP_GEMM_CFG_B2B) != 0) {
     return cudaErrorInvalidValue; /* a gemm2 row */
   } else if constexpr ((FLAGS & FP_GEMM_CFG_SWAP) != 0) {
-    if (!swap_ok(p)) /* the planner asks the shape; the pointers may still refuse: row 1 */
-      return run_row<256, 4, 0u>(p, c, stream);
+    if (!swap_ok(p)) { /* the planner asks the shape; the pointers may still refuse: row 1,
+                        * unsplit (its tiles would not fit the workspace sized for these) */
+      Config unsplit = c;
+      unsplit.split_k = 1;
+      return run_row<256, 4, 0u>(p, unsplit, stream);
+    }
+    const int split_k = c.split_k < 1 ? 1 : c.split_k;
+    if (split_k > 1 && !kSplit)
+      return cudaErrorInvalidValue;
     const auto for_t = [&](auto tag) -> cudaError_t {
       using T = decltype(tag);
       if (p.im2col != nullptr) /* a convolution's pixels as the kernel's B */
-        return launch_gemm<T, EpiLinear<T>, BN, STAGES, 1, false, true, true, true>(p, 1, stream);
-      return launch_gemm<T, EpiLinear<T>, BN, STAGES, 1, false, true, false, true>(p, 1, stream);
+        return launch_gemm<T, EpiLinear<T>, BN, STAGES, 1, kSplit, true, true, true>(p, split_k,
+                                                                                     stream);
+      return launch_gemm<T, EpiLinear<T>, BN, STAGES, 1, kSplit, true, false, true>(p, split_k,
+                                                                                    stream);
     };
     if (p.dtype == Storage<__half>::kDtype)
       return for_t(__half());
@@ -376,7 +417,8 @@ constexpr bool row_ok() {
   return BM == kBM && BK == kBK && THREADS == kThreads && SMEM == Smem<BN, STAGES, kOutC>::kBytes &&
          (BN == 64 || BN == 128 || BN == 192 || BN == 256 ||
           (BN == 224 && (FLAGS & FP_GEMM_CFG_SWAP))) &&
-         (!(FLAGS & FP_GEMM_CFG_SWAP) || (FLAGS == FP_GEMM_CFG_SWAP && BN >= 128)) &&
+         (!(FLAGS & FP_GEMM_CFG_SWAP) ||
+          ((FLAGS & ~FP_GEMM_CFG_SPLIT_K) == FP_GEMM_CFG_SWAP && BN >= 128)) &&
          (BN != 192 || !(FLAGS & (FP_GEMM_CFG_CLUSTER2 | FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_B2B))) &&
          (!(FLAGS & FP_GEMM_CFG_B2B) || (BN >= 128 && !(FLAGS & ~FP_GEMM_CFG_B2B))) &&
          (!(FLAGS & FP_GEMM_CFG_PAIRED) || BN >= 128) &&
@@ -404,9 +446,9 @@ template <class T, class Epi, int BN, int STAGES, unsigned FLAGS> void stubs_epi
   constexpr int CL = (FLAGS & FP_GEMM_CFG_CLUSTER2) ? 2 : 1;
   if constexpr ((FLAGS & FP_GEMM_CFG_SWAP) != 0) {
     l.add(reinterpret_cast<const void *>(
-        gemm_kernel<T, Epi, BN, STAGES, 1, false, true, false, true>));
+        gemm_kernel<T, Epi, BN, STAGES, 1, kSplit, true, false, true>));
     l.add(reinterpret_cast<const void *>(
-        gemm_kernel<T, Epi, BN, STAGES, 1, false, true, true, true>));
+        gemm_kernel<T, Epi, BN, STAGES, 1, kSplit, true, true, true>));
   } else {
     l.add(reinterpret_cast<const void *>(
         gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, false, false, false>));
