@@ -709,17 +709,29 @@ __device__ __forceinline__ void split_reduce_share(const GemmArgs<T, EpiLinear<T
     for (int j = 0; j < kCJ; ++j)
       sum[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int s = 0; s < split_k; ++s) {
+      /* a slice's groups are all loaded before any is added: one select between registers
+       * and a load per group kept each load waiting for the one before it */
+      float4 v[kCJ];
+      if (s == w.split) { /* uniform: this block's own partial, in registers */
 #pragma unroll
-      for (int j = 0; j < kCJ; ++j) {
-        const int jj = j0 + j, l = 4 * jj;
-        if (jj >= kJ || jj < g0 || jj >= g1)
-          continue;
-        const float4 v = s == w.split ? make_float4(acc[l], acc[l + 1], acc[l + 2], acc[l + 3])
-                                      : __ldcg(base + s * slice_stride + jj * 256);
-        sum[j] = s == 0
-                     ? v
-                     : make_float4(sum[j].x + v.x, sum[j].y + v.y, sum[j].z + v.z, sum[j].w + v.w);
+        for (int j = 0; j < kCJ; ++j) {
+          const int l = 4 * (j0 + j);
+          v[j] = j0 + j < kJ ? make_float4(acc[l], acc[l + 1], acc[l + 2], acc[l + 3])
+                             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kCJ; ++j) {
+          const int jj = j0 + j;
+          v[j] = jj < kJ && jj >= g0 && jj < g1 ? __ldcg(base + s * slice_stride + jj * 256)
+                                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
       }
+#pragma unroll
+      for (int j = 0; j < kCJ; ++j)
+        sum[j] = s == 0 ? v[j]
+                        : make_float4(sum[j].x + v[j].x, sum[j].y + v[j].y, sum[j].z + v[j].z,
+                                      sum[j].w + v[j].w);
     }
 #pragma unroll
     for (int j = 0; j < kCJ; ++j) {
