@@ -383,6 +383,13 @@ bool fp_gemm_tuning_record(const fp_gemm_request *r, const fp_gemm_device *d,
   return ok;
 }
 
+/* The output tiles row c cuts an M x NB product into (a SWAP row's: BM of
+ * N by BN of M). */
+static int64_t row_tiles(const cfg_row *c, int64_t M, int64_t NB) {
+  return (c->flags & FP_GEMM_CFG_SWAP) != 0 ? ceil_div(NB, c->bm) * ceil_div(M, c->bn)
+                                            : ceil_div(M, c->bm) * ceil_div(NB, c->bn);
+}
+
 /* Fills the plan of configuration row c with split_k. */
 static void plan_from_row(const cfg_row *c, int split, const fp_gemm_request *r, int64_t NB,
                           fp_gemm_plan *out) {
@@ -396,11 +403,10 @@ static void plan_from_row(const cfg_row *c, int split, const fp_gemm_request *r,
   out->flags = c->flags;
   out->split_k = split;
   out->b2b_on_chip = r->b2b;
-  const bool swap = (c->flags & FP_GEMM_CFG_SWAP) != 0; /* tiles of BM of N by BN of M */
-  const int64_t tiles = swap ? ceil_div(NB, c->bm) * ceil_div(r->M, c->bn)
-                             : ceil_div(r->M, c->bm) * ceil_div(NB, c->bn);
+  const int64_t tiles = row_tiles(c, r->M, NB);
   out->ws_bytes = split_ws_bytes(tiles, split, c->bm, c->bn);
-  if (swap && split > 1) /* the departures row of the parallel sum (gemm_sm90_configs.h) */
+  if ((c->flags & FP_GEMM_CFG_SWAP) != 0 &&
+      split > 1) /* the departures row of the parallel sum (gemm_sm90_configs.h) */
     out->ws_bytes += split_counters_bytes(tiles);
 }
 
@@ -481,13 +487,9 @@ static bool sm90_misaligned(const fp_gemm_request *r, int64_t NB) {
   const int64_t ldb = r->ldb > 0 ? r->ldb : r->trans_b ? r->K : NB;
   return lda % 64 != 0 || ldb % 64 != 0;
 }
-static int64_t sm90_tiles(const cfg_row *c, int64_t M, int64_t NB) {
-  return (c->flags & FP_GEMM_CFG_SWAP) != 0 ? ceil_div(NB, c->bm) * ceil_div(M, c->bn) /* swapped */
-                                            : ceil_div(M, c->bm) * ceil_div(NB, c->bn);
-}
 static double sm90_config_cost(const cfg_row *c, int64_t M, int64_t NB, int64_t K, int sms,
                                int split_k) {
-  const int64_t tiles = sm90_tiles(c, M, NB);
+  const int64_t tiles = row_tiles(c, M, NB);
   const double waves = (double)ceil_div(tiles * split_k, sms > 0 ? sms : 1);
   const double eff = c->bn >= 256   ? 1.0
                      : c->bn >= 224 ? 0.95
