@@ -514,6 +514,52 @@ static void test_dw_plan(void **state) {
   unsetenv("FUSEPORT_CUDA_DW_SPLIT");
 }
 
+/* fp_fastdiv (fp_device_common.h), the sm90 kernel's unit decode: exact
+ * for every numerator below 2^31 it may see, on divisors of every size
+ * (powers of two, their neighbours, primes, 1 and 2^31 - 1) and on the
+ * numerators where a rounding error would show first (multiples of d and
+ * their neighbours, the top of the range). */
+static void check_fastdiv(fp_u32 d, fp_u64 *rng) {
+  const fp_fastdiv f = fp_fastdiv_make(d);
+  const fp_u32 top = 0x7fffffffu;
+  const fp_u32 fixed[] = {0,   1,       d - 1,   d,           d + 1,          2 * d - 1,
+                          top, top - 1, top - d, top / d * d, top / d * d - 1};
+  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; ++i)
+    if (fixed[i] <= top && fp_fastdiv_q(fixed[i], f) != fixed[i] / d)
+      fail_msg("fastdiv %u / %u: %u, expected %u", fixed[i], d, fp_fastdiv_q(fixed[i], f),
+               fixed[i] / d);
+  for (int k = 0; k < 64; ++k) {
+    *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+    const fp_u32 n = (fp_u32)(*rng >> 33); /* 31 bits */
+    const fp_u32 m = n / d * d;            /* a multiple of d and its neighbours */
+    const fp_u32 cand[] = {n, m, m > 0 ? m - 1 : 0, m < top ? m + 1 : m};
+    for (int c = 0; c < 4; ++c)
+      if (fp_fastdiv_q(cand[c], f) != cand[c] / d)
+        fail_msg("fastdiv %u / %u: %u, expected %u", cand[c], d, fp_fastdiv_q(cand[c], f),
+                 cand[c] / d);
+  }
+}
+
+static void test_fastdiv(void **state) {
+  (void)state;
+  fp_u64 rng = 0x9e3779b97f4a7c15ull;
+  for (fp_u32 d = 1; d <= 2048; ++d)
+    check_fastdiv(d, &rng);
+  for (int b = 11; b <= 30; ++b) {
+    const fp_u32 p = (fp_u32)1 << b;
+    check_fastdiv(p - 1, &rng);
+    check_fastdiv(p, &rng);
+    check_fastdiv(p + 1, &rng);
+  }
+  const fp_u32 odd[] = {65537, 100003, 1000003, 16777259, 1073741827u, 2147483629u, 0x7fffffffu};
+  for (size_t i = 0; i < sizeof odd / sizeof odd[0]; ++i)
+    check_fastdiv(odd[i], &rng);
+  for (int k = 0; k < 2000; ++k) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    check_fastdiv(1 + (fp_u32)(rng >> 34), &rng); /* 1 .. 2^30 */
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_paths),
@@ -528,6 +574,7 @@ int main(void) {
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_tuning_cache),
       cmocka_unit_test(test_dw_plan),
+      cmocka_unit_test(test_fastdiv),
   };
   return cmocka_run_group_tests_name("gemm_plan", tests, NULL, NULL);
 }

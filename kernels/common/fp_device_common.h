@@ -438,4 +438,30 @@ FP_FN float fp_bn(float v, float mean, float var, float gamma, float beta, float
   return (v - mean) / FP_SQRTF(var + eps) * gamma + beta;
 }
 
+/* ---- division by a divisor fixed at launch ----------------------------------
+ * n / d for 0 <= n < 2^31 and 1 <= d < 2^31 as one multiply and a shift
+ * (Granlund and Montgomery's round-up method), for the persistent GEMM's
+ * decode of a work unit into its tile, once per tile on the critical path of
+ * every consumer warp (a division is some 20 dependent instructions; Nsight
+ * Compute put a third of a small-K GEMM's warp samples there). With l =
+ * ceil(log2 d), m = ceil(2^(31 + l) / d) fits 32 bits, and
+ * (n m) >> (31 + l) is exactly n / d for every such n: the rounding error
+ * n (m d - 2^(31 + l)) / (d 2^(31 + l)) stays below 2^-l <= 1 / d. The host
+ * makes the divider once (fp_fastdiv_make); fp_fastdiv_q divides. */
+typedef struct fp_fastdiv {
+  fp_u32 mul, shift;
+} fp_fastdiv;
+FP_FN fp_fastdiv fp_fastdiv_make(fp_u32 d) {
+  fp_u32 l = 0;
+  while (l < 31 && ((fp_u32)1 << l) < d)
+    ++l;
+  fp_fastdiv f;
+  f.shift = 31 + l;
+  f.mul = (fp_u32)((((fp_u64)1 << f.shift) + d - 1) / d);
+  return f;
+}
+FP_FN fp_u32 fp_fastdiv_q(fp_u32 n, fp_fastdiv f) {
+  return (fp_u32)(((fp_u64)n * f.mul) >> f.shift);
+}
+
 #endif

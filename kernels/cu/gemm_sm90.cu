@@ -258,21 +258,43 @@ struct Unit {
 
 struct Sched {
   int mtiles, ntiles, split_k, kblocks, units, group_m;
+  /* dividers by split_k, a group's units (gm * ntiles), a full group's
+   * M-tile pairs (gm) and the last group's (fewer where gm does not divide
+   * the pairs): the decode's divisions, once per tile on every consumer
+   * warp's critical path, as multiplies (fp_fastdiv) */
+  fp_fastdiv by_split, by_group, by_gm, by_last;
+
+  /* after the fields above are set (host); CL: the cluster size */
+  void prepare(int cl) {
+    const int mpairs = (mtiles + cl - 1) / cl;
+    const int gm = group_m / cl;
+    const int groups = (mpairs + gm - 1) / gm;
+    by_split = fp_fastdiv_make(static_cast<fp_u32>(split_k));
+    by_group = fp_fastdiv_make(static_cast<fp_u32>(gm * ntiles));
+    by_gm = fp_fastdiv_make(static_cast<fp_u32>(gm));
+    by_last = fp_fastdiv_make(static_cast<fp_u32>(mpairs - (groups - 1) * gm));
+  }
   template <int CL> __device__ Unit decode(int u, int rank) const {
     Unit w;
-    w.split = u % split_k;
-    const int t = u / split_k;
+    const int t = static_cast<int>(fp_fastdiv_q(static_cast<fp_u32>(u), by_split));
+    w.split = u - t * split_k;
     const int mpairs = (mtiles + CL - 1) / CL;
     const int gm = group_m / CL;
     const int per_group = gm * ntiles;
-    const int group = t / per_group;
+    const int group = static_cast<int>(fp_fastdiv_q(static_cast<fp_u32>(t), by_group));
     const int first = group * gm;
-    const int gsize = min(mpairs - first, gm);
+    const bool full = mpairs - first >= gm;
+    const int gsize = full ? gm : mpairs - first;
     const int r = t - group * per_group;
-    w.tm = (first + r % gsize) * CL + rank;
-    w.tn = r / gsize;
-    w.kb0 = static_cast<int>(static_cast<long long>(w.split) * kblocks / split_k);
-    w.kb1 = static_cast<int>(static_cast<long long>(w.split + 1) * kblocks / split_k);
+    w.tn = static_cast<int>(fp_fastdiv_q(static_cast<fp_u32>(r), full ? by_gm : by_last));
+    w.tm = (first + r - w.tn * gsize) * CL + rank;
+    /* split * kblocks < split_k * kblocks < 2^31: the launch checks */
+    w.kb0 = split_k == 1
+                ? 0
+                : static_cast<int>(fp_fastdiv_q(static_cast<fp_u32>(w.split * kblocks), by_split));
+    w.kb1 = split_k == 1 ? kblocks
+                         : static_cast<int>(fp_fastdiv_q(
+                               static_cast<fp_u32>((w.split + 1) * kblocks), by_split));
     return w;
   }
 };
@@ -557,7 +579,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       tma_prefetch_map(&tma_add);
     float acc[BN / 2];
     Ring<STAGES> ring;
-    AddState add;
+    EpiState est;
     /* A stage borrowed by the previous epilogue: released (for this
      * warpgroup's 4 warps at once) once its boxes have been read, after the
      * next unit's first wgmmas are issued. */
@@ -601,7 +623,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int last = mma_unit<T, BN, STAGES, kOut, CL, kTransB>(acc, sm, ring, nk,
                                                                   cw * 64u * kRowBytes, lane, hook);
       release_held(); /* when the unit had no k-block */
-      add.preloaded = preload && nk > 0;
+      est.preloaded = preload && nk > 0;
       bool store = w.tm < sc.mtiles; /* not the phantom half of a cluster pair */
       int share0 = 0; /* swapped: the first 8-column group of the tile this block stores */
       if (store && kSplit && sc.split_k > 1) {
@@ -629,7 +651,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           epilogue_swapped<T, BN>(args, &tma_c, sm, acc, cols, w.tm, w.tn, cw, warp, lane, share0);
       } else if (store) {
         epilogue<T, Epi, BN>(args, &tma_c, &tma_add, sm, acc, cols, w.tm, w.tn, held, cw, warp,
-                             lane, add);
+                             lane, est);
       }
     }
     release_held();

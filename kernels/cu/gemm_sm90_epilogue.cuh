@@ -2,7 +2,7 @@
  * arguments (GemmArgs), the epilogue functor on the accumulators (apply_pair,
  * realign_right, apply_tile), the store through swizzled staging boxes by TMA
  * or by the warpgroup (stage_chunk, stage_chunk_add, copy_box_out), ADD's add
- * tile by TMA (load_add_chunks, AddState), the per-column operands read
+ * tile by TMA (load_add_chunks, EpiState), the per-column operands read
  * before the main loop (ColOperands; the bias row and BN table built from
  * them), epilogue itself, the swapped rows' epilogue (RowOperands,
  * epilogue_swapped) and the split-K reduction (split_reduce). The path's
@@ -127,6 +127,15 @@ __device__ __forceinline__ void apply_tile(const typename Epi::Params &ep, float
  * so their latency -- an L2 miss on the first tiles -- hides behind the
  * wgmmas instead of opening every epilogue; build_* only writes the
  * registers to shared memory. Columns past n_lim get 0: never stored. */
+/* The 16 bits of p[0] (T is 16-bit: __half or __nv_bfloat16, 2-byte aligned)
+ * by one 16-bit load: memcpy compiled to two byte loads and a PRMT that
+ * waited on them at once, so the load's latency was not hidden behind the
+ * main loop as intended. */
+template <class T> __device__ __forceinline__ uint16_t load_bits(const T *p) {
+  static_assert(sizeof(T) == 2, "16-bit operands");
+  return __ldg(reinterpret_cast<const unsigned short *>(p));
+}
+
 template <class T, class Epi, int kOut> struct ColOperands {
   __device__ __forceinline__ void load(const typename Epi::Params &, int, int) {}
 };
@@ -135,10 +144,7 @@ template <class T, int kOut> struct ColOperands<T, EpiLinear<T>, kOut> {
   uint16_t v[4][kPer]; /* bias: v[0]; BN: mean, var, gamma, beta (T's bits) */
 
   __device__ __forceinline__ static uint16_t bits_at(const T *p, int col, int n_lim) {
-    uint16_t b = 0; /* +0.0 in f16 and bf16 */
-    if (col < n_lim)
-      memcpy(&b, p + col, 2);
-    return b;
+    return col < n_lim ? load_bits(p + col) : uint16_t{0}; /* 0: +0.0 in f16 and bf16 */
   }
   /* uniform over the warpgroup: kind is a kernel argument */
   __device__ __forceinline__ void load(const typename EpiLinear<T>::Params &ep, int n0, int n_lim) {
@@ -339,9 +345,15 @@ __device__ __forceinline__ void load_add_chunks(const SmemT &sm, const CUtensorM
 /* Per consumer warpgroup: the phases of its add barriers, and whether the
  * current tile's add chunks in its own boxes were loaded during the main
  * loop. */
-struct AddState {
+/* A consumer warpgroup's epilogue state across its tiles: the add tile's
+ * barrier phases (its own boxes, the borrowed stage), whether this tile's
+ * add was preloaded, and the N-tile whose bias its bias row holds (-1:
+ * none yet; consecutive tiles of one N-tile, all of them where N <= BN,
+ * skip rebuilding the row and the barrier after it). */
+struct EpiState {
   uint32_t phase = 0, phase2 = 0;
   bool preloaded = false;
+  int bias_tn = -1;
 };
 
 /* The epilogue of tile (tm, tn) for warpgroup cw: the functor in registers,
@@ -356,7 +368,7 @@ __device__ __forceinline__ void
 epilogue(const GemmArgs<T, Epi> &args, const CUtensorMap *tma_c, const CUtensorMap *tma_add,
          const SmemT &sm, float (&acc)[BN / 2],
          const ColOperands<T, Epi, Epi::kPaired ? BN / 2 : BN> &cols, int tm, int tn, int held,
-         int cw, int warp, int lane, AddState &add) {
+         int cw, int warp, int lane, EpiState &st) {
   constexpr int kOut = Epi::kPaired ? BN / 2 : BN;
   if constexpr (Epi::kPaired) {
     if (args.shift != 0)
@@ -379,29 +391,29 @@ epilogue(const GemmArgs<T, Epi> &args, const CUtensorMap *tma_c, const CUtensorM
       constexpr int kOwn = SmemT::kEpiBufs;
       const int own = min(live, kOwn);
       if (elected) {
-        if (!add.preloaded) {
+        if (!st.preloaded) {
           bulk_wait_read<0>(); /* the previous stores have read the boxes */
           load_add_chunks(sm, tma_add, sm.epibar(cw), cw, held, 0, own, n0, grow0);
         }
         load_add_chunks(sm, tma_add, sm.epibar2(cw), cw, held, own, live, n0, grow0);
       }
       if (own > 0) {
-        mbar_wait(sm.epibar(cw), add.phase);
-        add.phase ^= 1u;
+        mbar_wait(sm.epibar(cw), st.phase);
+        st.phase ^= 1u;
 #pragma unroll
         for (int c = 0; c < kOwn && c < kOut / kEpiCols; ++c)
           if (c < live)
             stage_chunk_add<T, BN>(sm.box(cw, c, held), acc, c, args.ep.kind, warp, lane);
       }
       if (live > own) {
-        mbar_wait(sm.epibar2(cw), add.phase2);
-        add.phase2 ^= 1u;
+        mbar_wait(sm.epibar2(cw), st.phase2);
+        st.phase2 ^= 1u;
 #pragma unroll
         for (int c = kOwn; c < kOut / kEpiCols; ++c)
           if (c < live)
             stage_chunk_add<T, BN>(sm.box(cw, c, held), acc, c, args.ep.kind, warp, lane);
       }
-      add.preloaded = false;
+      st.preloaded = false;
       add_in_box = true;
     }
   }
@@ -421,8 +433,11 @@ epilogue(const GemmArgs<T, Epi> &args, const CUtensorMap *tma_c, const CUtensorM
         by_table = true;
       } else if (kind == FP_EPI_BIAS || kind == FP_EPI_BIAS_RELU) {
         /* the previous tile's reads of the row ended before its staging's sync */
-        build_bias_row<T, kOut>(cols, sm.bias_row(cw));
-        warpgroup_sync(cw);
+        if (st.bias_tn != tn) {
+          build_bias_row<T, kOut>(cols, sm.bias_row(cw));
+          warpgroup_sync(cw);
+          st.bias_tn = tn;
+        }
         apply_bias_row<T, BN>(acc, sm.bias_row(cw), lane, kind == FP_EPI_BIAS_RELU);
         by_table = true;
       }
@@ -513,7 +528,7 @@ template <class T> struct RowOperands {
         v[a][h] = 0;
         const T *src = kind == FP_CONV_EPI_BN ? ep.bn[a] : ep.bias;
         if (a < arrays && row0 + 8 * h < m_lim)
-          memcpy(&v[a][h], src + row0 + 8 * h, 2);
+          v[a][h] = load_bits(src + row0 + 8 * h);
       }
   }
   __device__ __forceinline__ float value(int a, int h) const {

@@ -132,9 +132,11 @@ cudaError_t launch_gemm(const Problem &p, int split_k, cudaStream_t stream) {
   }
   const long long mpairs = (sc.mtiles + CL - 1) / CL;
   const long long units = mpairs * sc.ntiles * split_k; /* split_k as adjusted above */
-  if (static_cast<long long>(sc.mtiles) * sc.ntiles > kMaxCoord || units > kMaxCoord)
+  if (static_cast<long long>(sc.mtiles) * sc.ntiles > kMaxCoord || units > kMaxCoord ||
+      static_cast<long long>(split_k) * sc.kblocks > kMaxCoord) /* the decode's k-block range */
     return cudaErrorInvalidValue;
   sc.units = static_cast<int>(units);
+  sc.prepare(CL);
   /* swapped and split: in one wave (a unit a block, all resident: a cooperative launch) every
    * block of a tile sums and stores BN / split_k of its columns (split_reduce_share); else the
    * last block sums the tile alone (split_reduce). Either needs the departures row. */
