@@ -322,6 +322,20 @@ static void test_sm90_swap(void **state) {
   r.trans_b = true;
   p = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
   assert_true((p.flags & FP_GEMM_CFG_SWAP) == 0 || p.split_k == 1);
+  /* K <= 256 and many tiles (ResNet-50's 64x56 -> 256 and 128x28 -> 512 1x1 layers at batch
+   * 32): the 128x256 rows pay for their borrowed stage, the swapped rows win; at K = 512 the
+   * same M and N keep 128x256 tiles */
+  r = req(1, 100352, 256, 64, FP_EPI_BIAS_RELU);
+  r.trans_b = true;
+  assert_true((must_plan(&r, &h100, FP_GEMM_PATH_AUTO).flags & FP_GEMM_CFG_SWAP) != 0);
+  r.K = 512;
+  p = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+  assert_true((p.flags & FP_GEMM_CFG_SWAP) == 0 && p.bn == 256);
+  r = req(1, 25088, 512, 128, FP_EPI_BIAS_RELU);
+  r.trans_b = true;
+  p = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+  assert_true((p.flags & FP_GEMM_CFG_SWAP) != 0);
+  assert_int_equal(p.bn, 192);
 }
 
 /* Skinny f16 (M <= 8) whose column tiles fill at most half the SMs splits

@@ -135,7 +135,10 @@ static double config_cost(const cfg_row *c, int64_t M, int64_t NB, int64_t K, in
   const double best = 128.0 * 256.0 / (128.0 + 256.0);
   const double eff = intensity < best ? intensity / best : 1.0;
   const double k_share = (double)ceil_div(K, split_k);
-  return waves * (double)c->bm * (double)c->bn * k_share / eff;
+  /* the unpaired 128x256 rows' borrowed stage at small K (above) */
+  const bool borrows = c->bn >= 256 && (c->flags & (FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_B2B)) == 0;
+  const double epi_k = borrows && k_share <= 256.0 ? 48.0 : 0.0;
+  return waves * (double)c->bm * (double)c->bn * (k_share / eff + epi_k);
 }
 
 /* Split K over more blocks when the tiles alone fill at most 1/idle_share
@@ -481,7 +484,17 @@ int fp_gemm_plan_candidates(const fp_gemm_request *r, const fp_gemm_device *d,
  *    are not 128-byte aligned (K, or row-major B's width, not a multiple
  *    of 64): TMA then splits each box row into two L2 requests, and rows
  *    without multicast run at 0.66-0.75 of those with (4096x4104x4096);
- *  - a paired row never runs an unpaired epilogue (nor the reverse). */
+ *  - a paired row never runs an unpaired epilogue (nor the reverse);
+ *  - the unpaired 128x256 rows stage half of a tile's output in the stage
+ *    of its last k-block, kept from the producer until the copy engine has
+ *    read it (gemm_sm90.cu): with K <= 256 (at most 4 k-blocks a tile)
+ *    that takes one of their 4 stages for part of every tile. On H200
+ *    (2026-11-29, every ResNet-50 layer at batch 8 and 32 on every unsplit
+ *    row) such a tile cost as if 48 columns of K deeper: 100352 x 256 x 64
+ *    ran 26.2 us on 128x256 tiles and 23.0 on 128x224 swapped ones,
+ *    25088 x 512 x 128 18.7 and 17.0 on 128x192; the term moves these three
+ *    layers and none of the other 41 (above K = 256 it is not charged:
+ *    not measured there). */
 static bool sm90_misaligned(const fp_gemm_request *r, int64_t NB) {
   const int64_t lda = r->lda > 0 ? r->lda : r->K;
   const int64_t ldb = r->ldb > 0 ? r->ldb : r->trans_b ? r->K : NB;
@@ -497,7 +510,10 @@ static double sm90_config_cost(const cfg_row *c, int64_t M, int64_t NB, int64_t 
                      : c->bn >= 128 ? 0.81
                                     : 0.53;
   const double k_share = (double)ceil_div(K, split_k);
-  return waves * (double)c->bm * (double)c->bn * k_share / eff;
+  /* the unpaired 128x256 rows' borrowed stage at small K (above) */
+  const bool borrows = c->bn >= 256 && (c->flags & (FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_B2B)) == 0;
+  const double epi_k = borrows && k_share <= 256.0 ? 48.0 : 0.0;
+  return waves * (double)c->bm * (double)c->bn * (k_share / eff + epi_k);
 }
 
 static double sm90_row_factor(const cfg_row *c, const fp_gemm_request *r, int64_t NB) {
