@@ -608,9 +608,10 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
     /* A SWAP row splits K only where the tuning cache asks (a split that
      * divides BN / 8): on ResNet-50's few-tile layers (H200, 2026-11-29)
      * every split of 2-7 summed in parallel ran slower than the unswapped
-     * rows' plans, 10-20 us above what its main loops need; its sum then
-     * waited for each load in turn (the SASS), since fixed but not yet
-     * timed. */
+     * rows' plans, 10-20 us above what its main loops need; with the sum's
+     * loads issued together (34e54ba) 2-4 us less, and still slower on every
+     * one of the 24 cells forced (docs/results/2026-11-29-h200-conv-561287a,
+     * split/). */
     const bool swap = (c->flags & FP_GEMM_CFG_SWAP) != 0;
     const int split = r->b2b || r->no_split || swap ? 1
                       : sm90 ? choose_split(c, r->M, NB, r->K, d->sm_count, r->im2col ? 2 : 4, 32)
