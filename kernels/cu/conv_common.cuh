@@ -140,12 +140,15 @@ __device__ __forceinline__ void tile_of(int tiles_n, long long &tm, int &tn) {
   tn = (int)(b - tm * tiles_n);
 }
 
-/* ---- the paths (conv.cu plans, conv_sm90.cu, conv_sm80.cu and conv.cu run) -- */
+/* ---- the paths (conv.cu plans, conv_sm90.cu, conv_sm80.cu and conv_simt.cu run) -- */
 
-/* CUDA cores (conv.cu), any dtype, layout and alignment. cfg: its table row. */
+/* CUDA cores (conv_simt.cu), any dtype, layout and alignment. cfg: its table
+ * row. simt_marker: one of its kernels, which marks conv_<dt> present. */
 int simt_pick(const Problem &p, int sm_count);
 cudaError_t simt_run(const Problem &p, int cfg, cudaStream_t stream);
 const char *simt_config_name(int cfg);
+int simt_stubs(const void **out, int cap);
+const void *simt_marker();
 
 /* Tensor cores (cp.async + ldmatrix + mma.sync), f16/bf16 NHWC with
  * C % 8 == 0 and x, w 16-byte aligned. cfg: conv_sm80.cu's table row. */

@@ -2,7 +2,7 @@
  * (cp.async + ldmatrix + mma.sync m16n8k16, f16/bf16 in, f32 accumulate),
  * f16/bf16 NHWC with C % 8 == 0 and x, w 16-byte aligned. Semantics:
  * kernels.def, family conv; the fragment layouts: mma_sm80.cuh; the plan
- * and the other path: conv.cu.
+ * and the other paths: conv.cu, conv_simt.cu.
  *
  * GEMM-M = N*P*Q pixels (rows of A), GEMM-N = K channels, GEMM-K = C*R*S in
  * NHWC order kk = (r S + s) C + c. A 16-byte chunk of A row m is 8 channels
