@@ -106,6 +106,15 @@ __device__ __forceinline__ void apply_tile(const typename Epi::Params &ep, float
   }
 }
 
+/* The 16 bits of p[0] (T is 16-bit: __half or __nv_bfloat16, 2-byte aligned)
+ * by one 16-bit load: memcpy compiled to two byte loads and a PRMT that
+ * waited on them at once, so the load's latency was not hidden behind the
+ * main loop as intended. */
+template <class T> __device__ __forceinline__ uint16_t load_bits(const T *p) {
+  static_assert(sizeof(T) == 2, "16-bit operands");
+  return __ldg(reinterpret_cast<const unsigned short *>(p));
+}
+
 /* Per-column epilogue operands. Every column of a tile is held by 32
  * threads of a warpgroup (8 lanes of each of its 4 warps), so per-pair
  * reads of bias or of BN's four vectors cost 32x what the tile needs;
@@ -127,15 +136,6 @@ __device__ __forceinline__ void apply_tile(const typename Epi::Params &ep, float
  * so their latency -- an L2 miss on the first tiles -- hides behind the
  * wgmmas instead of opening every epilogue; build_* only writes the
  * registers to shared memory. Columns past n_lim get 0: never stored. */
-/* The 16 bits of p[0] (T is 16-bit: __half or __nv_bfloat16, 2-byte aligned)
- * by one 16-bit load: memcpy compiled to two byte loads and a PRMT that
- * waited on them at once, so the load's latency was not hidden behind the
- * main loop as intended. */
-template <class T> __device__ __forceinline__ uint16_t load_bits(const T *p) {
-  static_assert(sizeof(T) == 2, "16-bit operands");
-  return __ldg(reinterpret_cast<const unsigned short *>(p));
-}
-
 template <class T, class Epi, int kOut> struct ColOperands {
   __device__ __forceinline__ void load(const typename Epi::Params &, int, int) {}
 };
@@ -342,9 +342,6 @@ __device__ __forceinline__ void load_add_chunks(const SmemT &sm, const CUtensorM
     tma_load_2d(sm.box(cw, c, held), tma_add, bar, n0 + c * kEpiCols, grow0);
 }
 
-/* Per consumer warpgroup: the phases of its add barriers, and whether the
- * current tile's add chunks in its own boxes were loaded during the main
- * loop. */
 /* A consumer warpgroup's epilogue state across its tiles: the add tile's
  * barrier phases (its own boxes, the borrowed stage), whether this tile's
  * add was preloaded, and the N-tile whose bias its bias row holds (-1:
