@@ -135,10 +135,7 @@ static double config_cost(const cfg_row *c, int64_t M, int64_t NB, int64_t K, in
   const double best = 128.0 * 256.0 / (128.0 + 256.0);
   const double eff = intensity < best ? intensity / best : 1.0;
   const double k_share = (double)ceil_div(K, split_k);
-  /* the unpaired 128x256 rows' borrowed stage at small K (above) */
-  const bool borrows = c->bn >= 256 && (c->flags & (FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_B2B)) == 0;
-  const double epi_k = borrows && k_share <= 256.0 ? 48.0 : 0.0;
-  return waves * (double)c->bm * (double)c->bn * (k_share / eff + epi_k);
+  return waves * (double)c->bm * (double)c->bn * k_share / eff;
 }
 
 /* Split K over more blocks when the tiles alone fill at most 1/idle_share
