@@ -333,12 +333,25 @@ static fp_tolerance cp_tolerance(const fp_problem *p, int output) {
 
 /* TEAMS (kernels.def): blocks of 256 work-items, one per 32 units (the CUDA
  * and OpenCL kernels then work in teams of 8 lanes a unit, 4 units a warp:
- * the per-group reduction and divisions spread over a warp's lanes), a grid
- * stride beyond 2^18 blocks. */
-static fp_ndrange teams_range(int64_t units) {
+ * the per-group reduction and divisions spread over a warp's lanes), at
+ * most blocks_per_cu blocks a compute unit where that is not 0 (else 2^18
+ * blocks): the kernels stride over the rest.
+ * quant_pack asks for 8: on CUDA its aligned rows walk the groups with adds
+ * (compress_rows.cuh). Measured on an H200 (docs/results/2026-11-29-h200-
+ * compress-rows, ab/): 4, 8 and 16 blocks within 2-5% of each other (8 the
+ * best overall: 4 is 2% better on 8192 x 4096, 16 on rows of 65537), one
+ * round a warp 1.12-1.19x slower (61.4 against 53.2 us at 100864 x 768, 2
+ * bits). dequant_unpack was 3% faster at a round a warp than capped at 16,
+ * and stays there. */
+static fp_ndrange teams_range(const fp_recipe *rc, int64_t units, int blocks_per_cu) {
   int64_t groups = (units + 31) / 32;
-  if (groups > (1 << 18))
-    groups = 1 << 18;
+  int64_t cap = (int64_t)1 << 18;
+  if (blocks_per_cu > 0 && (int64_t)rc->dev->compute_units * blocks_per_cu < cap)
+    cap = (int64_t)rc->dev->compute_units * blocks_per_cu;
+  if (cap < 1)
+    cap = 1;
+  if (groups > cap)
+    groups = cap;
   return fp_ndrange_1d((uint64_t)(groups > 0 ? groups : 1), 256);
 }
 
@@ -355,7 +368,7 @@ static fp_status launch_quant_pack(fp_recipe *rc, const cp_problem *c, fp_buffer
                 fp_arg_i64(c->K),
                 fp_arg_i64(c->C),
                 fp_arg_i32(c->bits)};
-  fp_ndrange nd = teams_range(c->K * c->G);
+  fp_ndrange nd = teams_range(rc, c->K * c->G, 8);
   const uint64_t n = (uint64_t)(c->K * c->C);
   return fp_rc_launch(rc, FPK_quant_pack, &nd, a, 7,
                       fp_kcost(2 * n, packed_bytes(c), 5.0 * (double)n));
@@ -370,7 +383,7 @@ static fp_status launch_dequant(fp_recipe *rc, const cp_problem *c, fp_buffer *o
                 fp_arg_i64(c->K),
                 fp_arg_i64(c->C),
                 fp_arg_i32(c->bits)};
-  fp_ndrange nd = teams_range(c->K * c->G);
+  fp_ndrange nd = teams_range(rc, c->K * c->G, 0);
   const uint64_t n = (uint64_t)(c->K * c->C);
   return fp_rc_launch(rc, FPK_dequant_unpack, &nd, a, 7,
                       fp_kcost(packed_bytes(c), 2 * n, 2.0 * (double)n));
@@ -513,7 +526,7 @@ static fp_status quant_unfused(fp_recipe *rc, const cp_problem *c) {
   for (int op = 0; op < 2; ++op) {
     fp_arg a[] = {fp_arg_tensor(op == 0 ? mn : mx, FP_F32), fp_arg_tensor(x, FP_BF16),
                   fp_arg_i64(c->K), fp_arg_i64(c->C), fp_arg_i32(op)};
-    fp_ndrange nd = teams_range(groups);
+    fp_ndrange nd = teams_range(rc, groups, 0);
     TRY(fp_rc_launch(rc, FPK_cmp_group_reduce, &nd, a, 5, fp_kcost(2 * n, gbytes, (double)n)));
   }
   {

@@ -11,18 +11,19 @@
  *
  * TEAMS kernels (quant_pack, dequant_unpack, cmp_group_reduce): a team of
  * 8 or 32 lanes per quantisation group (Team, in compress_common.cuh), grid
- * stride over the K*G groups. A lane holds 8 consecutive values per chunk: one 16-byte
+ * stride over the K*G groups. quant_pack, and dequant_unpack at 8 bits,
+ * run the rows loops of compress_rows.cuh (a cursor in place of a division
+ * a group, fewer instructions a value; rows off the 16-byte grid in grid
+ * chunks). dequant_unpack at 1 to 4 bits and cmp_group_reduce run the team
+ * loops below: a lane holds 8 consecutive values per chunk, one 16-byte
  * access where every row start is 16-byte aligned (C % 8 == 0, base
  * aligned). Else (odd C: each row starts at its own 2-byte offset from the
  * 16-byte grid) dequant_unpack still stores 16 bytes: each lane takes its
  * left neighbour's last values by a shuffle and stores the grid chunk they
  * share, only the two chunks a group shares with its neighbours go 2 bytes
  * at a time; cmp_group_reduce loads grid chunks the same way
- * (load_rank_values_grid); quant_pack keeps eight 2-byte loads (the grid
- * loader spilled there). Its codes of a chunk are then 8*BITS
- * consecutive bits of the group's words, so no shared memory is needed: a
- * lane writes its own word(s) at 4 and 8 bits, and 2 (BITS 2) or 4 (BITS 1)
- * neighbouring lanes OR their parts together with shuffles first. The
+ * (load_rank_values_grid). A rank's codes of a chunk are 8*BITS
+ * consecutive bits of the group's words (store_rank_codes writes them). The
  * group's min and max: min.bf16x2 / max.bf16x2 on the packed values, then a
  * butterfly of shuffles inside the team.
  *
@@ -38,6 +39,7 @@
  * rows would leave most of a row tile idle).
  */
 #include "compress_common.cuh"
+#include "compress_rows.cuh"
 #include "dequant_lut.cuh"
 
 #include <cuda_bf16.h>
@@ -45,26 +47,12 @@
 namespace {
 
 /* groups a team of dequant_unpack has in flight: it holds only a few words
- * per group (quant_pack's kPackUnroll: compress_common.cuh) */
+ * per group (cmp_group_reduce's kPackUnroll: compress_common.cuh) */
 constexpr int kUnpackUnroll = 2;
 constexpr int kReluChunks = 4;                            /* 16-byte accesses per lane and tile */
 constexpr int kReluTile = kReluChunks * 32 * kLaneValues; /* values per warp and tile */
 
 /* ---- memory access ----------------------------------------------------------- */
-
-__device__ __forceinline__ void st16(unsigned short *p, uint4 v) {
-  *reinterpret_cast<uint4 *>(p) = v;
-}
-
-/* Value e (< 8) of eight bfloat16 patterns packed as a uint4 (value 2m in
- * the low half of word m), as the 16-bit pattern and as a float. */
-__device__ __forceinline__ unsigned half_of(const uint4 &v, int e) {
-  return (word_of(v, e >> 1) >> (16 * (e & 1))) & 0xFFFFu;
-}
-__device__ __forceinline__ float value_of(const uint4 &v, int e) {
-  const unsigned w = word_of(v, e >> 1); /* the half in the top 16 bits, 0 below: one op */
-  return __uint_as_float((e & 1) ? (w & 0xFFFF0000u) : (w << 16));
-}
 
 /* The first `valid` of eight bfloat16 values one at a time (ld8_scalar's
  * counterpart, in compress_common.cuh). */
@@ -75,186 +63,27 @@ __device__ __forceinline__ void st8_scalar(unsigned short *p, const uint4 &v, in
       p[e] = (unsigned short)half_of(v, e);
 }
 
-/* Stores the values of v at flat f .. f+7 inside [lo, hi). */
-__device__ __forceinline__ void st8_window(unsigned short *p, long long f, const uint4 &v,
-                                           long long lo, long long hi) {
-  if (f >= lo && f + kLaneValues <= hi) {
-    st16(p + f, v);
-    return;
-  }
-#pragma unroll
-  for (int e = 0; e < kLaneValues; ++e)
-    if (f + e >= lo && f + e < hi)
-      p[f + e] = (unsigned short)half_of(v, e);
-}
-
 /* ---- quant_pack / dequant_unpack --------------------------------------------- */
 
-/* fp_quant_code(x, mn, inv, BITS) in the low BITS bits (the rest is the
- * exponent trick's, for the caller's mask), the same steps with fewer
- * instructions: the clamp as fmaxf / fminf (a NaN goes to 0 as there:
- * fmaxf returns the number), and int()'s truncation, exact for the
- * clamped 0 <= qf <= 255, as qf + 2^23 rounded toward zero (whose low bits
- * are floor(qf)) in place of a conversion at a quarter of the FMA rate. */
-template <int BITS>
-__device__ __forceinline__ unsigned quant_code_bits(float x, float mn, float inv) {
-  constexpr float kQMax = (float)((1 << BITS) - 1);
-  const float p = __fmul_rn(__fsub_rn(x, mn), inv);
-  const float qf = fminf(fmaxf(__fadd_rn(p, 0.5f - 1e-6f), 0.0f), kQMax);
-  return __float_as_uint(__fadd_rz(qf, 8388608.0f));
-}
-
-/* A group's dequantisation in two registers: at 1 and 2 bits the table of
- * its 2 or 4 values (dequant_lut.cuh: values 0, 1 in lo, 2, 3 in hi), each
- * fp_dequant_value's; at 4 and 8 bits its scale and min as floats. */
-struct GroupDequant {
-  unsigned lo, hi;
-};
-template <int BITS>
-__device__ __forceinline__ GroupDequant group_dequant(unsigned short scale, unsigned short mn) {
-  const float s = fp_bf16_bits_to_f32(scale), m = fp_bf16_bits_to_f32(mn);
-  if constexpr (BITS <= 2) {
-    const auto bits = [&](unsigned q) {
-      return FP_FLOAT_AS_BITS(fp_dequant_value(q, s, m)) >> 16; /* a bfloat16 value */
-    };
-    return {bits(0u) | bits(1u) << 16, BITS == 2 ? bits(2u) | bits(3u) << 16 : 0u};
-  } else {
-    return {__float_as_uint(s), __float_as_uint(m)};
-  }
-}
-
-/* The 8 values of a rank's chunk as bfloat16 patterns (value e in the half
- * e % 2 of word e / 2), from its codes: 8 * BITS bits from bit 0 of lo.
- * 1 and 2 bits look the values up; 4 bits computes fp_dequant_value's
- * steps with fewer instructions: the code goes to float by the exponent
- * trick (0x4B000000 | q is 2^23 + q; one subtraction, exact), then the same
- * fma, and cvt.rn.bf16x2 rounds two at once as fp_f32_to_bf16_bits does
- * (to nearest even; a NaN, which NVIDIA's fma makes canonical, to 0x7FFF).
- * (8 bits keeps the scalar formula in dequant_unpack_run: this form of it
- * made ptxas spill under the kernel's 64 registers.) */
-template <int BITS>
-__device__ __forceinline__ uint4 dequant_chunk(unsigned lo, const GroupDequant &g) {
-  static_assert(BITS <= 4, "1, 2 or 4 bits");
-  uint4 o;
-  if constexpr (BITS <= 2) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      unsigned w01, w23;
-      fpdq::lookup4<BITS>(lo >> (4 * BITS * h), g.lo, g.hi, w01, w23);
-      set_word(o, 2 * h, w01);
-      set_word(o, 2 * h + 1, w23);
-    }
-  } else {
-#pragma unroll
-    for (int m = 0; m < 4; ++m) {
-      float x[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const unsigned biased = 0x4B000000u | ((lo >> (8 * m + 4 * h)) & 0xFu);
-        x[h] = __fmaf_rn(__uint_as_float(biased) - 8388608.0f, __uint_as_float(g.lo),
-                         __uint_as_float(g.hi));
-      }
-      const __nv_bfloat162 p = __floats2bfloat162_rn(x[0], x[1]);
-      set_word(o, m, *reinterpret_cast<const unsigned *>(&p));
-    }
-  }
-  return o;
-}
-
-template <int BITS, bool VEC, int T>
-__device__ __forceinline__ void quant_pack_run(unsigned *words, unsigned short *scale,
-                                               unsigned short *mins, const unsigned short *x,
-                                               long long K, long long C) {
-  constexpr int NW = 8 * BITS; /* words per group */
-  constexpr unsigned kQMax = (1u << BITS) - 1u;
-  const long long G = (C + kGroup - 1) / kGroup;
-  const int r = Team<T>::rank();
-  const bool pair_store = aligned(words, 8);
-  const long long n = K * C;
-  const int phase = 0; /* unused: the 2-byte loads (load_team_values) */
-  team_groups<T, kPackUnroll>(
-      K * G,
-      [&](long long unit, bool active) {
-        return load_team_values<T, VEC, false>(x, unit, active, C, G, r, n, phase);
-      },
-      [&](long long unit, bool active, const RankValues<T> &rv) {
-        const MinMaxBits b = team_min_max<T>(rv);
-        /* + 0.0f: a zero min or max is +0 whatever the order the team met
-         * -0 and +0 in (kernels.def: every backend stores the same bits) */
-        const float mn = __fadd_rn(fp_bf16_bits_to_f32(b.mn), 0.0f);
-        const float mx = __fadd_rn(fp_bf16_bits_to_f32(b.mx), 0.0f);
-        const float s = fp_quant_scale(mn, mx, BITS);
-        const float inv = fp_recip_rn(s);
-        unsigned *out = words + unit * NW;
-#pragma unroll
-        for (int j = 0; j < Team<T>::kChunks; ++j) {
-          /* codes of values 8Tj + 8r + e: 8*BITS consecutive bits from bit
-           * (8Tj + 8r)*BITS of the group's words, i.e. from word v*BITS/32
-           * for v = Tj + r; at 8 bits two whole words (lo, hi) */
-          const int v = T * j + r;
-          unsigned lo = 0, hi = 0;
-#pragma unroll
-          for (int e = 0; e < kLaneValues; ++e) {
-            const unsigned q = quant_code_bits<BITS>(value_of(rv.v[j], e), mn, inv) & kQMax;
-            if constexpr (BITS == 8) {
-              if (e < 4)
-                lo |= q << (8 * e);
-              else
-                hi |= q << (8 * (e - 4));
-            } else {
-              lo |= q << (e * BITS);
-            }
-          }
-          if constexpr (BITS == 8) { /* words 2v, 2v+1 */
-            if (active) {
-              if (pair_store) {
-                *reinterpret_cast<uint2 *>(out + 2 * v) = make_uint2(lo, hi);
-              } else {
-                out[2 * v] = lo;
-                out[2 * v + 1] = hi;
-              }
-            }
-          } else if constexpr (BITS == 4) { /* word v */
-            if (active)
-              out[v] = lo;
-          } else if constexpr (BITS == 2) { /* ranks 2w, 2w+1: the halves of word v/2 */
-            unsigned w = lo << (16 * (r & 1));
-            w |= __shfl_xor_sync(kFullMask, w, 1);
-            if (active && (r & 1) == 0)
-              out[v >> 1] = w;
-          } else { /* BITS 1: ranks 4w..4w+3, the bytes of word v/4 */
-            unsigned w = lo << (8 * (r & 3));
-            w |= __shfl_xor_sync(kFullMask, w, 1);
-            w |= __shfl_xor_sync(kFullMask, w, 2);
-            if (active && (r & 3) == 0)
-              out[v >> 2] = w;
-          }
-        }
-        if (active && r == 0) {
-          scale[unit] = fp_f32_to_bf16_bits(s);
-          mins[unit] = fp_f32_to_bf16_bits(mn); /* exact: a bfloat16 value (or +inf) */
-        }
-      });
-}
-
-/* A rank's codes of a group, chunk by chunk (its 8*BITS bits of chunk j
- * from bit 0 of lo[j], then hi[j] at 8 bits), and the group's stored scale
- * and min. */
+/* A rank's codes of a group, chunk by chunk (its 4*BITS bits of chunk j
+ * from bit 0 of lo[j]), and the group's stored scale and min. */
 template <int T> struct RankCodes {
-  unsigned lo[Team<T>::kChunks], hi[Team<T>::kChunks];
+  unsigned lo[Team<T>::kChunks];
   unsigned short scale, min;
 };
 
+/* dequant_unpack at 1, 2 and 4 bits (8 bits: dequant_unpack_rows8,
+ * compress_rows.cuh), kUnpackUnroll groups a team in flight. */
 template <int BITS, bool VEC, int T>
 __device__ __forceinline__ void
 dequant_unpack_run(unsigned short *out, const unsigned *words, const unsigned short *scale,
                    const unsigned short *mins, long long K, long long C) {
+  static_assert(BITS <= 4, "1, 2 or 4 bits");
   constexpr int NW = 8 * BITS;
   const long long G = (C + kGroup - 1) / kGroup;
   const int r = Team<T>::rank();
   const int wg_lane = (int)(threadIdx.x & 31u);
   const int phase = phase16(out); /* !VEC: out's offset from the 16-byte grid, in values */
-  const bool pair_load = aligned(words, 8);
   team_groups<T, kUnpackUnroll>(
       K * G,
       [&](long long unit, bool active) {
@@ -262,22 +91,13 @@ dequant_unpack_run(unsigned short *out, const unsigned *words, const unsigned sh
         if (!active)
           return c;
         const unsigned *w = words + unit * NW;
-    /* the word(s) holding chunk j's codes of this rank (see
-     * quant_pack_run); at 1 and 2 bits, 4 and 2 ranks read one word:
+    /* the word holding chunk j's codes of this rank (store_rank_codes,
+     * compress_rows.cuh); at 1 and 2 bits, 4 and 2 ranks read one word:
      * one request */
 #pragma unroll
         for (int j = 0; j < Team<T>::kChunks; ++j) {
           const int v = T * j + r;
-          if constexpr (BITS == 8) {
-            if (pair_load) {
-              const uint2 p = ldro(reinterpret_cast<const uint2 *>(w + 2 * v));
-              c.lo[j] = p.x;
-              c.hi[j] = p.y;
-            } else {
-              c.lo[j] = ldro(w + 2 * v);
-              c.hi[j] = ldro(w + 2 * v + 1);
-            }
-          } else if constexpr (BITS == 4) {
+          if constexpr (BITS == 4) {
             c.lo[j] = ldro(w + v);
           } else if constexpr (BITS == 2) {
             c.lo[j] = ldro(w + (v >> 1)) >> (16 * (r & 1));
@@ -306,24 +126,7 @@ dequant_unpack_run(unsigned short *out, const unsigned *words, const unsigned sh
         uint4 carry = make_uint4(0u, 0u, 0u, 0u), o = carry;
 #pragma unroll
         for (int j = 0; j < Team<T>::kChunks; ++j) {
-          if constexpr (BITS == 8) {
-#pragma unroll
-            for (int m = 0; m < 4; ++m) {
-              unsigned pair = 0;
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const int e = 2 * m + h;
-                const unsigned q = ((e < 4 ? c.lo[j] : c.hi[j]) >> (8 * (e & 3))) & 0xFFu;
-                pair |= (FP_FLOAT_AS_BITS(
-                             fp_dequant_value(q, __uint_as_float(gd.lo), __uint_as_float(gd.hi))) >>
-                         16)
-                        << (16 * h);
-              }
-              set_word(o, m, pair);
-            }
-          } else {
-            o = dequant_chunk<BITS>(c.lo[j], gd);
-          }
+          o = dequant_chunk<BITS>(c.lo[j], gd);
           const int col = j * Team<T>::kChunkValues + r * kLaneValues;
           if constexpr (VEC) {
             if (active && col < at.valid)
@@ -702,17 +505,16 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
                const unsigned short *x, long long K, long long C, int bits) {
   if (K <= 0 || C <= 0)
     return;
+  /* !GRID's grid-order words, kRotateWords a warp */
+  __shared__ unsigned team_words[kMaxBlock / 32 * kRotateWords];
   /* k*C + 256g + 8l is then a multiple of 8 for every row k */
-  const bool vec = C % kLaneValues == 0 && aligned(x, 16);
-  with_team(K * ((C + kGroup - 1) / kGroup), [&](auto t) {
-    constexpr int T = decltype(t)::value;
-    with_bits(bits, [&](auto b) {
-      constexpr int BITS = decltype(b)::value;
-      if (vec)
-        quant_pack_run<BITS, true, T>(words, scale, mins, x, K, C);
-      else
-        quant_pack_run<BITS, false, T>(words, scale, mins, x, K, C);
-    });
+  const bool grid = C % kLaneValues == 0 && aligned(x, 16);
+  with_bits(bits, [&](auto b) {
+    constexpr int BITS = decltype(b)::value;
+    if (grid)
+      quant_pack_rows<BITS, true>(words, scale, mins, x, K, C, team_words);
+    else
+      quant_pack_rows<BITS, false>(words, scale, mins, x, K, C, team_words);
   });
 }
 
@@ -722,15 +524,27 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
                    const unsigned short *mins, long long K, long long C, int bits) {
   if (K <= 0 || C <= 0)
     return;
-  const bool vec = C % kLaneValues == 0 && aligned(out, 16);
+  const bool grid = C % kLaneValues == 0 && aligned(out, 16);
+  /* 8 bits: the rows loop; 1 to 4 bits keep the team loop, which an H200
+   * ran 0-4% faster on the grid and 1.1-1.2x faster on rows of 65537 (but
+   * 0.9x on rows of 257; docs/results/2026-11-29-h200-compress-rows, ab/) */
+  if (bits == 8) {
+    if (grid)
+      dequant_unpack_rows8<true>(out, words, scale, mins, K, C);
+    else
+      dequant_unpack_rows8<false>(out, words, scale, mins, K, C);
+    return;
+  }
   with_team(K * ((C + kGroup - 1) / kGroup), [&](auto t) {
     constexpr int T = decltype(t)::value;
     with_bits(bits, [&](auto b) {
       constexpr int BITS = decltype(b)::value;
-      if (vec)
-        dequant_unpack_run<BITS, true, T>(out, words, scale, mins, K, C);
-      else
-        dequant_unpack_run<BITS, false, T>(out, words, scale, mins, K, C);
+      if constexpr (BITS <= 4) {
+        if (grid)
+          dequant_unpack_run<BITS, true, T>(out, words, scale, mins, K, C);
+        else
+          dequant_unpack_run<BITS, false, T>(out, words, scale, mins, K, C);
+      }
     });
   });
 }

@@ -1,8 +1,9 @@
 /* fuseport CUDA kernels, family compress: the device helpers that both
  * compress.cu (the fused kernels) and compress_steps.cu (the unfused steps)
  * use: 16-byte and read-only accesses, the quantisation teams (Team,
- * group_at, load_team_values, team_min_max, team_groups) that quant_pack,
- * dequant_unpack and cmp_group_reduce share, and the relu mask's bfloat16
+ * group_at, load_team_values, team_min_max, team_groups) that
+ * dequant_unpack and cmp_group_reduce share (quant_pack's rows loop,
+ * compress_rows.cuh, uses Team and team_min_max), and the relu mask's bfloat16
  * test and product. Helpers of one file alone stay in that file. Semantics:
  * kernels/kernels.def, family compress; the layout of a team's values:
  * compress.cu's opening comment.
@@ -27,9 +28,9 @@ namespace {
 
 constexpr int kGroup = FP_QGROUP; /* values per quantisation group */
 constexpr int kLaneValues = 8;    /* bfloat16 values per lane and chunk: 16 bytes */
-/* groups a team has in flight: quant_pack and cmp_group_reduce keep their
- * loaded values in registers (two groups of 4 x 16 bytes a lane spilled
- * beside the scalar path) */
+/* groups a team of cmp_group_reduce has in flight: it keeps its loaded
+ * values in registers (two groups of 4 x 16 bytes a lane spilled beside
+ * the scalar path of the team loop that quant_pack had) */
 constexpr int kPackUnroll = 1;
 
 /* ---- memory access ----------------------------------------------------------- */
@@ -191,20 +192,17 @@ __device__ __forceinline__ GroupAt group_at(long long unit, long long C, long lo
 /* A rank's values of a group, chunk by chunk (bfloat16 patterns). */
 template <int T> struct RankValues { uint4 v[Team<T>::kChunks]; };
 
-/* Loads rank r's values of a group, 0 past column C. VEC: x and every row
- * start are 16-byte aligned (C % 8 == 0), so each chunk's 8 values are all
- * before or all past C (valid is then a multiple of 8); else 2-byte loads. */
-template <int T, bool VEC>
+/* Loads rank r's values of a group, 0 past column C, where x and every row
+ * start are 16-byte aligned (C % 8 == 0): each chunk's 8 values are all
+ * before or all past C (valid is then a multiple of 8). */
+template <int T>
 __device__ __forceinline__ RankValues<T> load_rank_values(const unsigned short *x,
                                                           const GroupAt &at, int r) {
   RankValues<T> rv;
 #pragma unroll
   for (int j = 0; j < Team<T>::kChunks; ++j) {
     const int c = j * Team<T>::kChunkValues + r * kLaneValues;
-    if constexpr (VEC)
-      rv.v[j] = c < at.valid ? ld16(x + at.offset + c) : make_uint4(0u, 0u, 0u, 0u);
-    else
-      rv.v[j] = ld8_scalar(x + at.offset + c, at.valid - c);
+    rv.v[j] = c < at.valid ? ld16(x + at.offset + c) : make_uint4(0u, 0u, 0u, 0u);
   }
   return rv;
 }
@@ -263,19 +261,17 @@ __device__ __forceinline__ RankValues<T> load_rank_values_grid(const unsigned sh
 }
 
 /* A rank's values of group `unit` (all lanes call it: the shuffles of the
- * grid loader); zeros where !active. !VEC: GRID picks load_rank_values_grid,
- * else eight 2-byte loads a chunk. quant_pack keeps the 2-byte loads: with
- * its code packing beside them the grid loader spilled at 8 lanes a team
- * (the launch's 64 registers a thread). */
-template <int T, bool VEC, bool GRID = true>
+ * grid loader); zeros where !active. VEC: rows on the 16-byte grid; else
+ * load_rank_values_grid. */
+template <int T, bool VEC>
 __device__ __forceinline__ RankValues<T> load_team_values(const unsigned short *x, long long unit,
                                                           bool active, long long C, long long G,
                                                           int r, long long n, int phase) {
   const GroupAt at = active ? group_at(unit, C, G) : GroupAt{0, 0};
-  if constexpr (VEC || !GRID) {
+  if constexpr (VEC) {
     RankValues<T> rv = {};
     if (active)
-      rv = load_rank_values<T, VEC>(x, at, r);
+      rv = load_rank_values<T>(x, at, r);
     return rv;
   } else {
     return load_rank_values_grid<T>(x, at, active, r, n, phase);
