@@ -336,13 +336,12 @@ static fp_tolerance cp_tolerance(const fp_problem *p, int output) {
  * the per-group reduction and divisions spread over a warp's lanes), at
  * most blocks_per_cu blocks a compute unit where that is not 0 (else 2^18
  * blocks): the kernels stride over the rest.
- * quant_pack asks for 8: on CUDA its aligned rows walk the groups with adds
- * (compress_rows.cuh). Measured on an H200 (docs/results/2026-11-29-h200-
- * compress-rows, ab/): 4, 8 and 16 blocks within 2-5% of each other (8 the
- * best overall: 4 is 2% better on 8192 x 4096, 16 on rows of 65537), one
- * round a warp 1.12-1.19x slower (61.4 against 53.2 us at 100864 x 768, 2
- * bits). dequant_unpack was 3% faster at a round a warp than capped at 16,
- * and stays there. */
+ * quant_pack asks for 8: its CUDA rows loop walks the groups with adds
+ * (compress_rows.cuh). On an H200 (docs/results/2026-11-29-h200-compress-
+ * rows/ab/) 8 blocks and 32 were within 0.96-1.05x of each other (32
+ * better at 8 bits, 8 at 1 and 2), a round a warp (0 here) 1.10-1.22x
+ * slower. dequant_unpack's 8-bit rows loop ran 2-4% faster at a round a
+ * warp than capped at 16, and stays there. */
 static fp_ndrange teams_range(const fp_recipe *rc, int64_t units, int blocks_per_cu) {
   int64_t groups = (units + 31) / 32;
   int64_t cap = (int64_t)1 << 18;
