@@ -525,9 +525,10 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
   if (K <= 0 || C <= 0)
     return;
   const bool grid = C % kLaneValues == 0 && aligned(out, 16);
-  /* 8 bits: the rows loop; 1 to 4 bits keep the team loop, which an H200
-   * ran 0-4% faster on the grid and 1.1-1.2x faster on rows of 65537 (but
-   * 0.9x on rows of 257; docs/results/2026-11-29-h200-compress-rows, ab/) */
+  /* 8 bits: the rows loop. 1 to 4 bits keep the team loop: on an H200 the
+   * rows loop ran at 0.94-1.04x its speed on the grid, 0.83-0.86x on rows
+   * of 65537 and 1.07-1.13x on rows of 257 (docs/results/2026-11-29-h200-
+   * compress-3c146a6/ab: grid-*, offgrid-*) */
   if (bits == 8) {
     if (grid)
       dequant_unpack_rows8<true>(out, words, scale, mins, K, C);
