@@ -11,21 +11,18 @@
  *
  * TEAMS kernels (quant_pack, dequant_unpack, cmp_group_reduce): a team of
  * 8 or 32 lanes per quantisation group (Team, in compress_common.cuh), grid
- * stride over the K*G groups. quant_pack, and dequant_unpack at 8 bits,
- * run the rows loops of compress_rows.cuh (a cursor in place of a division
- * a group, fewer instructions a value; rows off the 16-byte grid in grid
- * chunks). dequant_unpack at 1 to 4 bits and cmp_group_reduce run the team
- * loops below: a lane holds 8 consecutive values per chunk, one 16-byte
- * access where every row start is 16-byte aligned (C % 8 == 0, base
- * aligned). Else (odd C: each row starts at its own 2-byte offset from the
- * 16-byte grid) dequant_unpack still stores 16 bytes: each lane takes its
- * left neighbour's last values by a shuffle and stores the grid chunk they
- * share, only the two chunks a group shares with its neighbours go 2 bytes
- * at a time; cmp_group_reduce loads grid chunks the same way
- * (load_rank_values_grid). A rank's codes of a chunk are 8*BITS
- * consecutive bits of the group's words (store_rank_codes writes them). The
- * group's min and max: min.bf16x2 / max.bf16x2 on the packed values, then a
- * butterfly of shuffles inside the team.
+ * stride over the K*G groups. quant_pack, and dequant_unpack but at 1 to 4
+ * bits on rows on the 16-byte grid, run the rows loops of compress_rows.cuh
+ * (a cursor in place of a division a group, fewer instructions a value;
+ * rows off the grid through grid chunks or shared memory). The rest (the
+ * team loops below, and compress_steps.cu's cmp_group_reduce): a lane holds
+ * 8 consecutive values per chunk, one 16-byte access where every row start
+ * is 16-byte aligned (C % 8 == 0, base aligned); cmp_group_reduce loads rows
+ * off the grid in grid chunks shifted across lanes (load_rank_values_grid).
+ * A rank's codes of a chunk are 8*BITS consecutive bits of the group's
+ * words (store_rank_codes writes them). The group's min and max:
+ * min.bf16x2 / max.bf16x2 on the packed values, then a butterfly of
+ * shuffles inside the team.
  *
  * relu_pack / relu_unpack_backward (ELEM; the mask per row, [K, CW]): a
  * warp per tile of 1024 columns of a row, i.e. 32 mask words (a [K, C] with
@@ -72,9 +69,10 @@ template <int T> struct RankCodes {
   unsigned short scale, min;
 };
 
-/* dequant_unpack at 1, 2 and 4 bits (8 bits: dequant_unpack_rows8,
- * compress_rows.cuh), kUnpackUnroll groups a team in flight. */
-template <int BITS, bool VEC, int T>
+/* dequant_unpack at 1, 2 and 4 bits on rows on the 16-byte grid (C % 8 ==
+ * 0, out aligned; the rest: dequant_unpack_rows, compress_rows.cuh),
+ * kUnpackUnroll groups a team in flight. */
+template <int BITS, int T>
 __device__ __forceinline__ void
 dequant_unpack_run(unsigned short *out, const unsigned *words, const unsigned short *scale,
                    const unsigned short *mins, long long K, long long C) {
@@ -82,8 +80,6 @@ dequant_unpack_run(unsigned short *out, const unsigned *words, const unsigned sh
   constexpr int NW = 8 * BITS;
   const long long G = (C + kGroup - 1) / kGroup;
   const int r = Team<T>::rank();
-  const int wg_lane = (int)(threadIdx.x & 31u);
-  const int phase = phase16(out); /* !VEC: out's offset from the 16-byte grid, in values */
   team_groups<T, kUnpackUnroll>(
       K * G,
       [&](long long unit, bool active) {
@@ -97,13 +93,12 @@ dequant_unpack_run(unsigned short *out, const unsigned *words, const unsigned sh
 #pragma unroll
         for (int j = 0; j < Team<T>::kChunks; ++j) {
           const int v = T * j + r;
-          if constexpr (BITS == 4) {
+          if constexpr (BITS == 4)
             c.lo[j] = ldro(w + v);
-          } else if constexpr (BITS == 2) {
+          else if constexpr (BITS == 2)
             c.lo[j] = ldro(w + (v >> 1)) >> (16 * (r & 1));
-          } else {
+          else
             c.lo[j] = ldro(w + (v >> 2)) >> (8 * (r & 3));
-          }
         }
         c.scale = ldro(scale + unit);
         c.min = ldro(mins + unit);
@@ -112,41 +107,11 @@ dequant_unpack_run(unsigned short *out, const unsigned *words, const unsigned sh
       [&](long long unit, bool active, const RankCodes<T> &c) {
         const GroupDequant gd = group_dequant<BITS>(c.scale, c.min);
         const GroupAt at = active ? group_at(unit, C, G) : GroupAt{0, 0};
-        /* !VEC: the group starts a values past the 16-byte grid (a row of odd
-         * C anywhere): each lane stores the grid chunk that ends with its
-         * value 7 - a, i.e. its left neighbour's last a values and its own
-         * first 8 - a (a shuffle: rank r - 1, or for rank 0 rank T - 1 of
-         * the previous chunk), one 16-byte store in place of eight 2-byte
-         * ones. The chunks at the group's two ends are shared with the
-         * neighbouring groups (other teams): those store only their own
-         * values, one at a time; rank T - 1 stores its last a values after
-         * the loop. */
-        const int a = VEC ? 0 : (int)((at.offset + phase) & 7);
-        const int left_rank = (wg_lane & ~(T - 1)) | ((r + T - 1) & (T - 1));
-        uint4 carry = make_uint4(0u, 0u, 0u, 0u), o = carry;
 #pragma unroll
         for (int j = 0; j < Team<T>::kChunks; ++j) {
-          o = dequant_chunk<BITS>(c.lo[j], gd);
           const int col = j * Team<T>::kChunkValues + r * kLaneValues;
-          if constexpr (VEC) {
-            if (active && col < at.valid)
-              st16(out + at.offset + col, o);
-          } else {
-            const uint4 left = shfl4(o, left_rank);
-            /* word by word: a select of the two uint4 went through local memory */
-            const bool first = r == 0;
-            const uint4 prev = make_uint4(first ? carry.x : left.x, first ? carry.y : left.y,
-                                          first ? carry.z : left.z, first ? carry.w : left.w);
-            if (active)
-              st8_window(out, at.offset + col - a, values_at(prev, o, 8 - a), at.offset,
-                         at.offset + at.valid);
-            carry = left;
-          }
-        }
-        if constexpr (!VEC) {
-          if (active && r == T - 1 && a != 0)
-            st8_window(out, at.offset + kGroup - a, values_at(o, make_uint4(0u, 0u, 0u, 0u), 8 - a),
-                       at.offset, at.offset + at.valid);
+          if (active && col < at.valid) /* a multiple of 8 */
+            st16(out + at.offset + col, dequant_chunk<BITS>(c.lo[j], gd));
         }
       });
 }
@@ -524,29 +489,27 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
                    const unsigned short *mins, long long K, long long C, int bits) {
   if (K <= 0 || C <= 0)
     return;
+  __shared__ uint4 smem[kDequantSmemBytes / 16]; /* the spans off the grid */
   const bool grid = C % kLaneValues == 0 && aligned(out, 16);
-  /* 8 bits: the rows loop. 1 to 4 bits keep the team loop: on an H200 the
-   * rows loop ran at 0.94-1.04x its speed on the grid, 0.83-0.86x on rows
-   * of 65537 and 1.07-1.13x on rows of 257 (docs/results/2026-11-29-h200-
-   * compress-3c146a6/ab: grid-*, offgrid-*) */
-  if (bits == 8) {
-    if (grid)
-      dequant_unpack_rows8<true>(out, words, scale, mins, K, C);
-    else
-      dequant_unpack_rows8<false>(out, words, scale, mins, K, C);
+  /* Off the grid and at 8 bits: the rows loop. 1 to 4 bits on the grid
+   * keep the team loop: on an H200 the rows loop ran at 0.94-1.04x its
+   * speed there (docs/results/2026-11-29-h200-compress-3c146a6/ab/grid-*) */
+  if (grid && bits != 8) {
+    with_team(K * ((C + kGroup - 1) / kGroup), [&](auto t) {
+      constexpr int T = decltype(t)::value;
+      with_bits(bits, [&](auto b) {
+        if constexpr (decltype(b)::value <= 4)
+          dequant_unpack_run<decltype(b)::value, T>(out, words, scale, mins, K, C);
+      });
+    });
     return;
   }
-  with_team(K * ((C + kGroup - 1) / kGroup), [&](auto t) {
-    constexpr int T = decltype(t)::value;
-    with_bits(bits, [&](auto b) {
-      constexpr int BITS = decltype(b)::value;
-      if constexpr (BITS <= 4) {
-        if (grid)
-          dequant_unpack_run<BITS, true, T>(out, words, scale, mins, K, C);
-        else
-          dequant_unpack_run<BITS, false, T>(out, words, scale, mins, K, C);
-      }
-    });
+  with_bits(bits, [&](auto b) {
+    constexpr int BITS = decltype(b)::value;
+    if (grid)
+      dequant_unpack_rows<BITS, true>(out, words, scale, mins, K, C, smem);
+    else
+      dequant_unpack_rows<BITS, false>(out, words, scale, mins, K, C, smem);
   });
 }
 

@@ -1,7 +1,7 @@
 /* fuseport CUDA kernels, family compress: the rows loops of quant_pack
- * (every row and bits) and of dequant_unpack at 8 bits, and the
- * dequantising helpers that dequant_unpack's team loop (compress.cu, 1 to 4
- * bits) shares.
+ * (every row and bits) and of dequant_unpack (rows off the 16-byte grid,
+ * and 8 bits on it), and the dequantising helpers that dequant_unpack's
+ * team loop (compress.cu, 1 to 4 bits on the grid) shares.
  *
  * Why loops of their own: quant_pack was bound by instruction issue, not by
  * memory (the same time at 1 and 8 bits, 2.3 TB/s of bfloat16 read on an
@@ -29,12 +29,16 @@
  * A team is 8 lanes a group, as in the team loops; the min / max butterfly
  * is team_min_max: the words are the same bits.
  *
- * dequant_unpack_rows8 walks the groups the same way and loads the next
+ * dequant_unpack_rows walks the groups the same way and loads the next
  * round's codes, scale and min before it dequantises and stores this one's
- * (a few registers), so a warp has loads in flight. It uses the exponent
- * trick of 4 bits (dequant_chunk) with PRMT placing the byte: 3.5
+ * (a few registers), so a warp has loads in flight. 8 bits use the
+ * exponent trick of 4 bits (dequant_chunk) with PRMT placing the byte: 3.5
  * instructions a value, where the team loop had the scalar formula (this
- * form spilled there at 64 registers).
+ * form spilled there at 64 registers). Off the grid, a warp's four groups,
+ * which follow one another in memory, go through a span of shared memory
+ * and leave in 16-byte grid chunks, where the team loop shifted values
+ * across lanes and stored the chunks it shares with other groups 2 bytes at
+ * a time.
  */
 #ifndef FUSEPORT_COMPRESS_ROWS_CUH
 #define FUSEPORT_COMPRESS_ROWS_CUH
@@ -48,6 +52,9 @@ namespace {
 
 __device__ __forceinline__ void st16(unsigned short *p, uint4 v) {
   *reinterpret_cast<uint4 *>(p) = v;
+}
+__device__ __forceinline__ uint4 lds16(const unsigned short *p) {
+  return *reinterpret_cast<const uint4 *>(p);
 }
 
 /* Value e (< 8) of eight bfloat16 patterns packed as a uint4 (value 2m in
@@ -388,39 +395,39 @@ __device__ __forceinline__ void quant_pack_rows(unsigned *words, unsigned short 
   }
 }
 
-/* Rank r's 8-bit codes of its chunk j: 8 codes from position p0 = (64j +
- * 8r - a) mod 256 on (cyclically: dequant_unpack_rows8), values 0-3 in
- * lo[j] and 4-7 in hi[j]; and the group's stored scale and min. Zeros where
- * !active. On the grid (a = 0) they are two words, as store_rank_codes
- * wrote them; off it, funnel shifts of the three words they straddle. */
-struct RowCodes8 {
+/* Rank r's codes of its chunk j (values 64j + 8r .. + 7 of the group: 8 *
+ * BITS bits from bit 0 of lo[j], then hi[j] at 8 bits, as store_rank_codes
+ * wrote them) and the group's stored scale and min: zeros where !active. */
+struct RowCodes {
   unsigned lo[4], hi[4];
   unsigned short scale, min;
 };
-template <bool GRID>
-__device__ __forceinline__ RowCodes8 load_row_codes8(const unsigned *words,
-                                                     const unsigned short *scale,
-                                                     const unsigned short *mins, long long unit,
-                                                     bool active, int r, int a, bool pair_load) {
-  constexpr int NW = 64;
-  RowCodes8 c = {};
+template <int BITS>
+__device__ __forceinline__ RowCodes load_row_codes(const unsigned *words,
+                                                   const unsigned short *scale,
+                                                   const unsigned short *mins, long long unit,
+                                                   bool active, int r, bool pair_load) {
+  RowCodes c = {};
   if (!active)
     return c;
-  const unsigned *w = words + unit * NW;
+  const unsigned *w = words + unit * (8 * BITS);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    if constexpr (!GRID) {
-      const int p0 = (64 * j + kLaneValues * r - a) & (kGroup - 1), w0 = p0 >> 2, sh = 8 * (p0 & 3);
-      const unsigned x0 = ldro(w + w0), x1 = ldro(w + ((w0 + 1) & (NW - 1)));
-      c.lo[j] = __funnelshift_r(x0, x1, sh);
-      c.hi[j] = __funnelshift_r(x1, ldro(w + ((w0 + 2) & (NW - 1))), sh);
-    } else if (pair_load) {
-      const uint2 p = ldro(reinterpret_cast<const uint2 *>(w + 16 * j + 2 * r));
-      c.lo[j] = p.x;
-      c.hi[j] = p.y;
+    if constexpr (BITS == 8) {
+      if (pair_load) {
+        const uint2 p = ldro(reinterpret_cast<const uint2 *>(w + 16 * j + 2 * r));
+        c.lo[j] = p.x;
+        c.hi[j] = p.y;
+      } else {
+        c.lo[j] = ldro(w + 16 * j + 2 * r);
+        c.hi[j] = ldro(w + 16 * j + 2 * r + 1);
+      }
+    } else if constexpr (BITS == 4) {
+      c.lo[j] = ldro(w + 8 * j + r);
+    } else if constexpr (BITS == 2) {
+      c.lo[j] = ldro(w + 4 * j + (r >> 1)) >> (16 * (r & 1));
     } else {
-      c.lo[j] = ldro(w + 16 * j + 2 * r);
-      c.hi[j] = ldro(w + 16 * j + 2 * r + 1);
+      c.lo[j] = ldro(w + 2 * j + (r >> 2)) >> (8 * (r & 3));
     }
   }
   c.scale = ldro(scale + unit);
@@ -450,52 +457,97 @@ __device__ __forceinline__ uint4 dequant_chunk8(unsigned lo, unsigned hi, float 
   return o;
 }
 
-/* dequant_unpack at 8 bits over rows on the 16-byte grid (GRID: C % 8 ==
- * 0, out aligned) or off it. Off the grid a team stores in grid chunks, as
- * quant_pack_rows loads: rank r's chunk j is grid chunk 8j + r of the
- * group's 33, slot e holding position (64j + 8r + e - a) mod 256, so rank
- * 0's chunk 0 holds the group's last a values in its first a slots and
- * stores them to chunk 32; the two chunks the group shares with its
- * neighbours, and a row's last chunk, go a value at a time (st8_window),
- * the rest as 16 bytes. */
-template <bool GRID>
+/* dequant_unpack's shared memory off the grid: a warp's span of four
+ * groups (up to 1024 values) from the grid chunk that holds its first, 8
+ * warps (in a larger block warps 8 on idle: TEAMS allows 1024 threads,
+ * ops/compress.c launches 256). */
+constexpr int kSpanValues = 4 * kGroup + 2 * kLaneValues;
+constexpr int kSpanWarps = 8;
+constexpr int kDequantSmemBytes = kSpanWarps * kSpanValues * 2;
+
+/* Stores rank r's values of its chunk j (group values c .. c + 7, c = 64j +
+ * 8r, those below valid) at span[rel + c ..]: four 4-byte stores where rel
+ * is even and all eight are valid, else one value at a time. */
+__device__ __forceinline__ void span_store(unsigned short *span, int rel, int c, int valid,
+                                           const uint4 &v) {
+  if (c >= valid)
+    return;
+  if ((rel & 1) == 0 && c + kLaneValues <= valid) {
+    unsigned *w = reinterpret_cast<unsigned *>(span + rel + c);
+#pragma unroll
+    for (int m = 0; m < 4; ++m)
+      w[m] = word_of(v, m);
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < kLaneValues; ++e)
+    if (c + e < valid)
+      span[rel + c + e] = (unsigned short)half_of(v, e);
+}
+
+/* dequant_unpack over rows on the 16-byte grid (GRID: C % 8 == 0, out
+ * aligned; compress.cu takes it at 8 bits) or off it (every bits). A rank
+ * dequantises values 64j + 8r .. of its group as on the grid; off it the
+ * four teams of a warp write their groups, which follow one another in
+ * memory, into a span of shared memory at their offsets from the grid
+ * chunk that holds the first one's start, and the warp then stores the
+ * span in grid chunks: 16 bytes a lane, only the span's two end chunks a
+ * value at a time (they hold other warps' values too). The next round's
+ * codes, scale and min are loaded before this one's are stored. */
+template <int BITS, bool GRID>
 __device__ __forceinline__ void
-dequant_unpack_rows8(unsigned short *out, const unsigned *words, const unsigned short *scale,
-                     const unsigned short *mins, long long K, long long C) {
+dequant_unpack_rows(unsigned short *out, const unsigned *words, const unsigned short *scale,
+                    const unsigned short *mins, long long K, long long C, uint4 *smem) {
   constexpr int T = 8, J = Team<T>::kChunks, P = Team<T>::kPerWarp;
   const long long G = (C + kGroup - 1) / kGroup, units = K * G;
   const int last_valid = (int)(C - (G - 1) * kGroup);
-  const WarpGrid wg = warp_grid();
+  const int warp = (int)(threadIdx.x / 32);
+  if (!GRID && warp >= kSpanWarps) /* the shared memory holds 8 warps' spans */
+    return;
+  const int wpb = GRID || (int)blockDim.x / 32 < kSpanWarps ? (int)blockDim.x / 32 : kSpanWarps;
+  const WarpGrid wg = {(long long)blockIdx.x * wpb + warp, (long long)gridDim.x * wpb,
+                       (int)(threadIdx.x & 31u)};
   const int r = wg.lane % T, team = wg.lane / T;
   const bool pair_load = aligned(words, 8);
   const int phase = phase16(out); /* !GRID: out's offset from the grid, in values */
+  unsigned short *span = reinterpret_cast<unsigned short *>(smem) + warp * kSpanValues;
   GroupCursor at(wg.first * P + team, wg.step * P, G, C);
-  int a = GRID ? 0 : (int)((at.off + phase) & 7);
-  RowCodes8 c =
-      load_row_codes8<GRID>(words, scale, mins, at.unit, at.unit < units, r, a, pair_load);
+  RowCodes c = load_row_codes<BITS>(words, scale, mins, at.unit, at.unit < units, r, pair_load);
   for (long long base = wg.first * P; base < units; base += wg.step * P) {
     const bool active = at.unit < units;
     const int valid = !active ? 0 : at.g == G - 1 ? last_valid : kGroup;
     const long long off = at.off;
-    const int a_now = a;
-    const RowCodes8 now = c;
+    const RowCodes now = c;
     at.advance(); /* the next round's codes in flight while this one's are stored */
-    a = GRID ? 0 : (int)((at.off + phase) & 7);
-    c = load_row_codes8<GRID>(words, scale, mins, at.unit, at.unit < units, r, a, pair_load);
+    c = load_row_codes<BITS>(words, scale, mins, at.unit, at.unit < units, r, pair_load);
     const float s = fp_bf16_bits_to_f32(now.scale), m = fp_bf16_bits_to_f32(now.min);
+    const GroupDequant gd = group_dequant < BITS == 8 ? 4 : BITS > (now.scale, now.min);
+    const auto chunk = [&](int j) {
+      if constexpr (BITS == 8)
+        return dequant_chunk8(now.lo[j], now.hi[j], s, m);
+      else
+        return dequant_chunk < BITS == 8 ? 4 : BITS > (now.lo[j], gd);
+    };
+    if constexpr (GRID) {
 #pragma unroll
-    for (int j = 0; j < J; ++j) {
-      const uint4 v = dequant_chunk8(now.lo[j], now.hi[j], s, m);
-      const int c0 = j * Team<T>::kChunkValues + r * kLaneValues;
-      if constexpr (GRID) {
+      for (int j = 0; j < J; ++j) {
+        const int c0 = j * Team<T>::kChunkValues + r * kLaneValues;
         if (c0 < valid) /* valid is a multiple of 8 */
-          st16(out + off + c0, v);
-      } else {
-        const long long f = off - a_now + c0;
-        st8_window(out, f, v, off, off + valid);
-        if (j == 0 && r == 0 && a_now != 0) /* the group's last a values */
-          st8_window(out, f + kGroup, v, off, off + valid);
+          st16(out + off + c0, chunk(j));
       }
+    } else {
+      /* the span: from the grid chunk of team 0's start to the last group's end */
+      const long long off0 = __shfl_sync(kFullMask, off, 0);
+      const long long lo = off0 - ((off0 + phase) & 7);
+      const int rel = (int)(off - lo), end = active ? rel + valid : 0;
+      const int span_end = (int)__reduce_max_sync(kFullMask, (unsigned)end);
+#pragma unroll
+      for (int j = 0; j < J; ++j)
+        span_store(span, rel, j * Team<T>::kChunkValues + r * kLaneValues, valid, chunk(j));
+      __syncwarp();
+      for (int i = wg.lane * kLaneValues; i < span_end; i += 32 * kLaneValues)
+        st8_window(out, lo + i, lds16(span + i), off0, lo + span_end);
+      __syncwarp(); /* read before the next round writes */
     }
   }
 }
