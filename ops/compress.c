@@ -338,7 +338,7 @@ static fp_tolerance cp_tolerance(const fp_problem *p, int output) {
  * blocks): the kernels stride over the rest.
  * quant_pack asks for 8: its CUDA rows loop walks the groups with adds
  * (compress_rows.cuh). On an H200 (docs/results/2026-11-29-h200-compress-
- * 3c146a6/ab/caps-*) 32 blocks took 0.96-1.13x the time of 8 (better only
+ * 03bcfe3/ab/caps-*) 32 blocks took 0.96-1.13x the time of 8 (better only
  * at 8 bits, by up to 4%), a round a warp (0 here) 1.03-1.22x. The 8-bit
  * dequant_unpack rows loop ran 2-4% faster at a round a warp than capped
  * at 16 (ab/grid-*), and stays there. */

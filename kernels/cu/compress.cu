@@ -493,7 +493,7 @@ static __global__ void __launch_bounds__(kMaxBlock, 1)
   const bool grid = C % kLaneValues == 0 && aligned(out, 16);
   /* Off the grid and at 8 bits: the rows loop. 1 to 4 bits on the grid
    * keep the team loop: on an H200 the rows loop ran at 0.94-1.04x its
-   * speed there (docs/results/2026-11-29-h200-compress-3c146a6/ab/grid-*) */
+   * speed there (docs/results/2026-11-29-h200-compress-03bcfe3/ab/grid-*) */
   if (grid && bits != 8) {
     with_team(K * ((C + kGroup - 1) / kGroup), [&](auto t) {
       constexpr int T = decltype(t)::value;
