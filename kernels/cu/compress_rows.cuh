@@ -103,8 +103,7 @@ __device__ __forceinline__ GroupDequant group_dequant(unsigned short scale, unsi
  * trick (0x4B000000 | q is 2^23 + q; one subtraction, exact), then the same
  * fma, and cvt.rn.bf16x2 rounds two at once as fp_f32_to_bf16_bits does
  * (to nearest even; a NaN, which NVIDIA's fma makes canonical, to 0x7FFF).
- * (8 bits keeps the scalar formula in dequant_unpack_run: this form of it
- * made ptxas spill under the kernel's 64 registers.) */
+ * 8 bits: dequant_chunk8, below. */
 template <int BITS>
 __device__ __forceinline__ uint4 dequant_chunk(unsigned lo, const GroupDequant &g) {
   static_assert(BITS <= 4, "1, 2 or 4 bits");
