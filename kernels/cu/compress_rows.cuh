@@ -141,11 +141,6 @@ template <int BITS> __device__ __forceinline__ unsigned quant_code_rz(float qf) 
   return min(__float2uint_rz(qf), (1u << BITS) - 1u);
 }
 
-/* PRMT: the bytes of {a, b} (a's 0-3, b's 4-7) that sel's nibbles name. */
-__device__ __forceinline__ unsigned byte_perm(unsigned a, unsigned b, unsigned sel) {
-  return __byte_perm(a, b, sel);
-}
-
 /* bfloat16 of a float that is not NaN, to nearest even (cvt.rn.bf16.f32:
  * fp_f32_to_bf16_bits's result where there is no NaN to quiet). */
 __device__ __forceinline__ unsigned short bf16_bits_rn(float f) {
@@ -181,10 +176,10 @@ __device__ __forceinline__ void store_rank_codes(unsigned *out, const unsigned (
      * lw[1] = chunks 2 | 3. The even rank of a pair writes chunks 0 and 2,
      * the odd one 1 and 3: each sends the halves it does not write. */
     const bool odd = (r & 1) != 0;
-    const unsigned send = byte_perm(lw[0], lw[1], odd ? 0x5410u : 0x7632u);
+    const unsigned send = fpdq::prmt(lw[0], lw[1], odd ? 0x5410u : 0x7632u);
     const unsigned got = __shfl_xor_sync(kFullMask, send, 1);
-    const unsigned first = byte_perm(lw[0], got, odd ? 0x3254u : 0x5410u);
-    const unsigned second = byte_perm(lw[1], got, odd ? 0x3276u : 0x7610u);
+    const unsigned first = fpdq::prmt(lw[0], got, odd ? 0x3254u : 0x5410u);
+    const unsigned second = fpdq::prmt(lw[1], got, odd ? 0x3276u : 0x7610u);
     const int jo = odd ? 1 : 0;
     if (active) {
       out[4 * jo + (r >> 1)] = first;
@@ -197,9 +192,9 @@ __device__ __forceinline__ void store_rank_codes(unsigned *out, const unsigned (
     const int b = r & 3;
     unsigned w = lw[0];
     unsigned got = __shfl_xor_sync(kFullMask, (b & 2) ? w : w >> 16, 2);
-    w = byte_perm(w, got, (b & 2) ? 0x3254u : 0x5410u);
+    w = fpdq::prmt(w, got, (b & 2) ? 0x3254u : 0x5410u);
     got = __shfl_xor_sync(kFullMask, (b & 1) ? w : w >> 8, 1);
-    w = byte_perm(w, got, (b & 1) ? 0x3614u : 0x6240u);
+    w = fpdq::prmt(w, got, (b & 1) ? 0x3614u : 0x6240u);
     if (active)
       out[2 * b + (r >> 2)] = w;
   }
@@ -447,7 +442,7 @@ __device__ __forceinline__ uint4 dequant_chunk8(unsigned lo, unsigned hi, float 
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const unsigned byte = (unsigned)((2 * p + h) & 3);
-      const float q = __uint_as_float(__byte_perm(src, 0x4B000000u, 0x7650u | byte)) - 8388608.0f;
+      const float q = __uint_as_float(fpdq::prmt(src, 0x4B000000u, 0x7650u | byte)) - 8388608.0f;
       x[h] = __fmaf_rn(q, s, m);
     }
     const __nv_bfloat162 v = __floats2bfloat162_rn(x[0], x[1]);
