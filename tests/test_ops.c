@@ -139,11 +139,13 @@ GEMM_TEST(conv_relu, conv_shapes)
 GEMM_TEST(conv_bn, conv_shapes)
 
 /* Padding 0 and 2, dilation 2, a 3x2 filter (S != R), stride 3, a shape given
- * with 5 dims (R and stride from the parameters), in both layouts. */
+ * with 5 dims (R and stride from the parameters), in both layouts; C = 16 and
+ * C = 3 (on CUDA, f16 NHWC: the 16-byte loaders' path and the scalar
+ * gather's, conv_gather.cu). */
 static void test_conv_geometry(void **state) {
   (void)state;
   FP_REQUIRE_DEVICE();
-  static const int64_t shape[] = {2, 16, 11, 9, 24};
+  static const int64_t shapes[][5] = {{2, 16, 11, 9, 24}, {2, 3, 11, 9, 24}};
   const char *const settings[][4] = {{"R", "3", "padding", "0"},
                                      {"R", "3", "dilation", "2"},
                                      {"S", "2", "padding", "2"},
@@ -151,15 +153,15 @@ static void test_conv_geometry(void **state) {
   const char *const layouts[] = {"nchw", "nhwc"};
   const char *const dtypes[] = {"f32", "f16"};
   for (size_t k = 0; k < sizeof settings / sizeof settings[0]; ++k)
-    for (int l = 0; l < 2; ++l)
+    for (int l = 0; l < 4; ++l)
       for (int d = 0; d < 2; ++d) {
         const fp_op *op = fp_op_find("conv_relu");
         fp_problem p;
         fp_problem_init(&p, op);
-        FP_ASSERT_OK(fp_problem_set_grid(&p, shape, 5));
+        FP_ASSERT_OK(fp_problem_set_grid(&p, shapes[l / 2], 5));
         FP_ASSERT_OK(fp_problem_set(&p, settings[k][0], settings[k][1]));
         FP_ASSERT_OK(fp_problem_set(&p, settings[k][2], settings[k][3]));
-        FP_ASSERT_OK(fp_problem_set(&p, "layout", layouts[l]));
+        FP_ASSERT_OK(fp_problem_set(&p, "layout", layouts[l % 2]));
         FP_ASSERT_OK(fp_problem_set(&p, "dtype", dtypes[d]));
         FP_ASSERT_OK(fp_problem_set(&p, "bias", "true"));
         FP_ASSERT_OK(fp_problem_validate(&p));

@@ -13,6 +13,10 @@
  *   SM80  conv_sm80.cu: implicit GEMM on tensor cores (cp.async + ldmatrix
  *         + mma.sync), f16/bf16, NHWC, C % 8 == 0, x and w 16-byte
  *         aligned, compute capability >= 8.0;
+ *   GATHER conv_gather.cu: implicit GEMM on tensor cores (mma.sync) with
+ *         the taps gathered element by element, for what SM80 cannot load:
+ *         f16/bf16 NHWC with C*R*S <= 256, any C (the stem's 3) and
+ *         alignment, compute capability >= 8.0;
  *   SIMT  conv_simt.cu: implicit GEMM on CUDA cores, every dtype (f16/bf16
  *         stored, float math; f32 with true float FMA, no TF32), both
  *         layouts, any shape and alignment.
@@ -31,8 +35,8 @@
  * FUSEPORT_CUDA_GEMM_PATH=sm80 or simt for the im2col view); then it goes
  * on to the paths above.
  * FUSEPORT_CUDA_GEMM_PATH (env->force_path): simt forces the SIMT path for
- * every convolution, sm80 the SM80 path wherever it is eligible (SIMT
- * elsewhere), sm90 the SM90 path wherever it is eligible (else as auto);
+ * every convolution, sm80 the SM80 path wherever it is eligible (GATHER,
+ * then SIMT elsewhere), sm90 the SM90 path wherever it is eligible (else as auto);
  * other values leave the choice to the planner (f32 has no tensor-core
  * path at all).
  *
@@ -61,7 +65,7 @@ namespace {
 constexpr bool kSm90Auto = true;
 #endif
 
-enum ConvPath { PATH_SIMT, PATH_SM80, PATH_SM90 };
+enum ConvPath { PATH_SIMT, PATH_SM80, PATH_SM90, PATH_GATHER };
 
 /* ---- im2col (ELEM over N*P*Q*C*R*S) ----------------------------------------------- */
 
@@ -336,6 +340,9 @@ extern "C" cudaError_t fp_cuda_conv_launch(fp_kernel_id id, const fp_karg *args,
   if (path == PATH_SIMT && force != FP_GEMM_PATH_SIMT && env->cc_major >= 8 &&
       fpconv::sm80_eligible(p))
     path = PATH_SM80;
+  if (path == PATH_SIMT && force != FP_GEMM_PATH_SIMT && env->cc_major >= 8 &&
+      fpconv::gather_eligible(p))
+    path = PATH_GATHER;
   int cfg;
   const char *name, *cfg_name;
   switch (path) {
@@ -353,6 +360,12 @@ extern "C" cudaError_t fp_cuda_conv_launch(fp_kernel_id id, const fp_karg *args,
     name = "sm80";
     cfg_name = fpconv::sm80_config_name(cfg);
     break;
+  case PATH_GATHER:
+    cfg = 0;
+    err = fpconv::gather_run(p, env->sm_count, env->stream);
+    name = "gather";
+    cfg_name = fpconv::gather_config_name(cfg);
+    break;
   default:
     cfg = row_of(fpconv::simt_pick(p, env->sm_count), env->conv_cfg, fpconv::simt_config_name);
     err = fpconv::simt_run(p, cfg, env->stream);
@@ -368,12 +381,13 @@ extern "C" cudaError_t fp_cuda_conv_launch(fp_kernel_id id, const fp_karg *args,
 }
 
 extern "C" int fp_cuda_conv_stubs(const void **out, int cap) {
-  const void *mine[64];
+  const void *mine[128];
   int n = 0;
-  n += fpconv::simt_stubs(mine + n, 64 - n);
-  n += fpconv::sm80_stubs(mine + n, 64 - n);
+  n += fpconv::simt_stubs(mine + n, 128 - n);
+  n += fpconv::sm80_stubs(mine + n, 128 - n);
+  n += fpconv::gather_stubs(mine + n, 128 - n);
 #ifdef FUSEPORT_GEMM_SM90
-  n += fpconv::sm90_stubs(mine + n, 64 - n);
+  n += fpconv::sm90_stubs(mine + n, 128 - n);
 #endif
   int k = 0;
   for (; k < n && k < cap; ++k)

@@ -140,7 +140,8 @@ __device__ __forceinline__ void tile_of(int tiles_n, long long &tm, int &tn) {
   tn = (int)(b - tm * tiles_n);
 }
 
-/* ---- the paths (conv.cu plans, conv_sm90.cu, conv_sm80.cu and conv_simt.cu run) -- */
+/* ---- the paths (conv.cu plans; conv_sm90.cu, conv_sm80.cu, conv_gather.cu and
+ * conv_simt.cu run) ---- */
 
 /* CUDA cores (conv_simt.cu), any dtype, layout and alignment. cfg: its table
  * row. simt_marker: one of its kernels, which marks conv_<dt> present. */
@@ -157,6 +158,15 @@ int sm80_pick(const Problem &p, int sm_count);
 cudaError_t sm80_run(const Problem &p, int cfg, cudaStream_t stream);
 const char *sm80_config_name(int cfg);
 int sm80_stubs(const void **out, int cap);
+
+/* Tensor cores (ldmatrix + mma.sync, conv_gather.cu) for f16/bf16 NHWC
+ * layers with C*R*S <= 256 and any C and alignment: the taps gathered
+ * element by element, the whole GEMM-K of a tile in shared memory. One
+ * configuration (cfg 0). */
+bool gather_eligible(const Problem &p);
+cudaError_t gather_run(const Problem &p, int sm_count, cudaStream_t stream);
+const char *gather_config_name(int cfg);
+int gather_stubs(const void **out, int cap);
 
 /* Hopper tensor cores (conv_sm90.cu, built for sm_90a only: call these
  * under FUSEPORT_GEMM_SM90, on compute capability 9.0): wgmma fed by TMA,
