@@ -19,7 +19,7 @@ and prints markdown:
     cuDNN's convolution alone (torch_conv.py's mode conv: F.conv2d without
     bias) in TFLOP/s, then fused against conv alone (goal >= 0.95), eager
     (>= 1.3), torch.compile (>= 1.1), max-autotune, fuseport's unfused and
-    vendor variants;
+    vendor variants; then the same for layers that are not ResNet-50's;
   - the same per layer for f32 (goal: >= 0.9 of conv alone), every layout
     recorded;
   - per op, params, dtype and layout: the geometric means and lowest cells.
@@ -252,6 +252,12 @@ def main():
             if rows:
                 layer_table(rows, f"{op} {ptext}, f16 NHWC, batch >= {min_batch}: per layer "
                             "(ratio = peer median / fused median; * below the goal)", 0.95, PEERS)
+        for op, ptext in ops:  # shapes of other networks (the small-C layers of a record of their own)
+            rows = [(k, c) for k, c in selected(merged, "f16", "nhwc", lambda s: layer_of(s) not in RESNET50)
+                    if k[0] == op and param_text(k) == ptext]
+            if rows:
+                layer_table(rows, f"{op} {ptext}, f16 NHWC, layers beside ResNet-50's: per layer "
+                            "(ratio = peer median / fused median)", None, PEERS)
         for layout in ("nchw", "nhwc"):
             for op, ptext in ops:
                 rows = [(k, c) for k, c in selected(merged, "f32", layout, resnet)
