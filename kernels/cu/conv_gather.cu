@@ -28,8 +28,11 @@
  *     reads fall in eight different bank groups;
  *   - 8 warps, 4 along M x 2 along N, warp tiles of 32 x 32; two blocks an
  *     SM, so one block's gather overlaps the other's multiply and stores.
- * Epilogue: as conv_sm80.cu's (pairs (k, k + 1) of a pixel through
- * fpconv::Epi, all values before any store, stored as pairs).
+ * Epilogue: from registers, pairs (k, k + 1) of a pixel stored as one word
+ * where out's alignment allows. Per-channel kinds (bias, relu, batch-norm)
+ * as one fma with the channel's (scale, shift), computed once a block
+ * (EPI_COLUMN below); a residual through fpconv::Epi per element, all
+ * values before any store, as in conv_sm80.cu.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -78,9 +81,12 @@ __device__ __forceinline__ uint16_t load_or_zero(const uint16_t *p, unsigned ok)
   return v;
 }
 
-/* The epilogue by kind: COLUMN reads at most a per-channel vector (none,
- * bias, relu, bias + relu: the thread's 8 channels' values are loaded once a
- * block), GENERIC is fpconv::Epi per element (a residual, batch-norm). */
+/* The epilogue by kind: COLUMN is v = fma(acc, scale, shift) per channel,
+ * then relu where asked (none, bias, relu, bias + relu, batch-norm: the
+ * channels' (scale, shift) computed once a block into shared memory;
+ * batch-norm folded as the GEMM core's epilogue folds it, scale = gamma /
+ * sqrt(var + eps), shift = beta - mean scale); GENERIC is fpconv::Epi per
+ * element (a residual: ADD, ADD_RELU). */
 enum EpiMode { EPI_COLUMN = 0, EPI_GENERIC = 1 };
 
 template <class T, int JN, int MODE>
@@ -91,6 +97,7 @@ __global__ void __launch_bounds__(kThreads, 2) conv_gather_kernel(const Args<T> 
   uint16_t *As = reinterpret_cast<uint16_t *>(smem);
   uint16_t *Bs = As + kBM * ld;
   PixSlot *pix = reinterpret_cast<PixSlot *>(Bs + kBN * ld); /* 16-byte aligned: ld % 8 == 0 */
+  float2 *cols = reinterpret_cast<float2 *>(pix + kBM);      /* COLUMN: (scale, shift) */
   const uint16_t *xb = reinterpret_cast<const uint16_t *>(args.x);
   const uint16_t *wb = reinterpret_cast<const uint16_t *>(args.w);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -142,19 +149,22 @@ __global__ void __launch_bounds__(kThreads, 2) conv_gather_kernel(const Args<T> 
   const int gq = lane >> 2, t = lane & 3;
   const int k_first = n0 + wn * 32 + 2 * t; /* the thread's channels: k_first + 8 ni (+ 1) */
 
-  /* COLUMN: the thread's channel values (bias or 0) and whether to clamp */
-  float colv[4][2];
-  const bool relu = args.epi.kind == FP_EPI_RELU || args.epi.kind == FP_EPI_BIAS_RELU;
-  const bool has_bias = FP_EPI_READS_BIAS(args.epi.kind);
-#pragma unroll
-  for (int ni = 0; ni < 4; ++ni)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int k = k_first + 8 * ni + e;
-      colv[ni][e] = MODE == EPI_COLUMN && FP_EPI_READS_BIAS(args.epi.kind) && k < g.K
-                        ? Storage<T>::to_float(args.epi.v0[k])
-                        : 0.0f;
+  /* COLUMN: the block's channels' (scale, shift), read after the first
+   * barrier of the tile loop */
+  const int kind = args.epi.kind;
+  const bool relu = kind == FP_EPI_RELU || kind == FP_EPI_BIAS_RELU;
+  if (MODE == EPI_COLUMN && threadIdx.x < kBN) {
+    const int k = n0 + threadIdx.x;
+    float2 c = make_float2(1.0f, -0.0f); /* acc + -0 is acc, -0 included */
+    if (k < g.K && kind == FP_CONV_EPI_BN) {
+      c.x = Storage<T>::to_float(args.epi.v2[k]) *
+            rsqrtf(Storage<T>::to_float(args.epi.v1[k]) + args.epi.eps);
+      c.y = Storage<T>::to_float(args.epi.v3[k]) - Storage<T>::to_float(args.epi.v0[k]) * c.x;
+    } else if (k < g.K && FP_EPI_READS_BIAS(kind)) {
+      c.y = Storage<T>::to_float(args.epi.v0[k]); /* fma(acc, 1, bias) is acc + bias */
     }
+    cols[threadIdx.x] = c;
+  }
 
   constexpr int kRows = JN <= 5 ? 8 : 4; /* rows a warp loads before it stores them */
   for (long long tm = blockIdx.x; tm < args.tiles_m; tm += gridDim.x) {
@@ -259,15 +269,17 @@ __global__ void __launch_bounds__(kThreads, 2) conv_gather_kernel(const Args<T> 
         }
     } else {
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
+      for (int ni = 0; ni < 4; ++ni) {
+        const float4 c = *reinterpret_cast<const float4 *>(cols + (k_first - n0) + 8 * ni);
 #pragma unroll
-        for (int ni = 0; ni < 4; ++ni)
+        for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
+            const float v = fmaf(acc[mi][ni][e], e & 1 ? c.z : c.x, e & 1 ? c.w : c.y);
             /* fp_epilogue_unpaired's relu: NaN passes, -0 and below become 0 */
-            const float v = has_bias ? acc[mi][ni][e] + colv[ni][e & 1] : acc[mi][ni][e];
             acc[mi][ni][e] = relu && !(v > 0.0f) && v == v ? 0.0f : v;
           }
+      }
     }
 #pragma unroll
     for (int mi = 0; mi < 2; ++mi)
@@ -289,7 +301,9 @@ __global__ void __launch_bounds__(kThreads, 2) conv_gather_kernel(const Args<T> 
   }
 }
 
-int smem_bytes(int kp) { return (kBM + kBN) * (kp + kPadCols) * 2 + kBM * (int)sizeof(PixSlot); }
+int smem_bytes(int kp) {
+  return (kBM + kBN) * (kp + kPadCols) * 2 + kBM * (int)sizeof(PixSlot) + kBN * (int)sizeof(float2);
+}
 
 template <class T, int JN, int MODE>
 cudaError_t launch(const Problem &p, int sm_count, cudaStream_t stream) {
@@ -348,8 +362,7 @@ template <class T, int MODE> cudaError_t run_jn(const Problem &p, int sm_count, 
 }
 
 template <class T> cudaError_t run_t(const Problem &p, int sm_count, cudaStream_t st) {
-  const bool column = p.epilogue == FP_EPI_NONE || p.epilogue == FP_EPI_BIAS ||
-                      p.epilogue == FP_EPI_RELU || p.epilogue == FP_EPI_BIAS_RELU;
+  const bool column = !FP_EPI_READS_ADD(p.epilogue);
   return column ? run_jn<T, EPI_COLUMN>(p, sm_count, st) : run_jn<T, EPI_GENERIC>(p, sm_count, st);
 }
 
