@@ -239,11 +239,18 @@ static int clamp_splits(const at_problem *a, int64_t splits) {
 }
 
 /* The fused variant's key split: 1 where the heads' query tiles fill the
- * device; else enough splits for about eight blocks per SM, each split at
- * least 256 keys. Decoding reads k and v once whatever the split, and more,
- * shorter splits keep more loads in flight: on the H100, 1x32x1x32768x128
- * read k and v at 2153 GB/s in 9 splits and 2412 in 32; 16x8x1x8192x128 at
- * 2351 in 3 and 2543 in 8. */
+ * device; else the split that makes tiles x splits about blocks_per_unit
+ * blocks a compute unit, each split at least 256 keys. Decoding reads k and
+ * v once whatever the split; what matters is that every SM streams at once,
+ * to the end. On CUDA, one wave of two blocks an SM (the decode kernels'
+ * occupancy): H200, 2026-11-29, fraction of the copy bandwidth at splits of
+ * 1 / 2 / 3 / 4 / 8 / 12 / 16 / 32: 16x8x1x8192x128 (128 tiles) 0.77 /
+ * 0.86 / 0.74 / 0.87 / 0.87 / 0.81 / 0.83 / 0.80 -- 2, 4 and 8 fill whole
+ * waves of 264 blocks, 3 leaves a second wave half empty; 1x32x1x32768x64
+ * (32 tiles) peaks at 8 (0.76; 16: 0.59), 2x8x1x32768x128 at 16 (0.77),
+ * 1x8x1x65536x128 at 32 (0.76), where the rule of eight blocks an SM it
+ * replaces read 0.55-0.79. Other backends keep that earlier rule of eight
+ * blocks a unit (ceil), not timed against this one. */
 static int auto_splits(const fp_recipe *rc, const at_problem *a) {
   if (a->splits > 0)
     return clamp_splits(a, a->splits);
@@ -251,7 +258,10 @@ static int auto_splits(const fp_recipe *rc, const at_problem *a) {
   const int64_t tiles = a->B * a->H * ((a->S + 127) / 128);
   if (tiles >= units || a->SK < 512)
     return 1;
-  int64_t splits = (8 * units + tiles - 1) / tiles;
+  const int64_t blocks_per_unit = rc->dev->backend == FP_BACKEND_CUDA ? 2 : 8;
+  int64_t splits = rc->dev->backend == FP_BACKEND_CUDA
+                       ? blocks_per_unit * units / tiles /* whole waves: round down */
+                       : (blocks_per_unit * units + tiles - 1) / tiles;
   if (splits > a->SK / 256)
     splits = a->SK / 256;
   return clamp_splits(a, splits);
