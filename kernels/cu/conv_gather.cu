@@ -340,25 +340,14 @@ cudaError_t launch(const Problem &p, int sm_count, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <class T, int MODE> cudaError_t run_jn(const Problem &p, int sm_count, cudaStream_t st) {
-  switch ((p.gemm_k() + 31) / 32) { /* JN: gather columns a lane, 1..kJ */
-  case 1:
-    return launch<T, 1, MODE>(p, sm_count, st);
-  case 2:
-    return launch<T, 2, MODE>(p, sm_count, st);
-  case 3:
-    return launch<T, 3, MODE>(p, sm_count, st);
-  case 4:
-    return launch<T, 4, MODE>(p, sm_count, st);
-  case 5:
-    return launch<T, 5, MODE>(p, sm_count, st);
-  case 6:
-    return launch<T, 6, MODE>(p, sm_count, st);
-  case 7:
-    return launch<T, 7, MODE>(p, sm_count, st);
-  default:
-    return launch<T, kJ, MODE>(p, sm_count, st);
-  }
+/* JN = ceil(C*R*S / 32) (gather columns a lane, 1..kJ), by recursion over
+ * the instantiations */
+template <class T, int MODE, int JN = 1>
+cudaError_t run_jn(const Problem &p, int sm_count, cudaStream_t st) {
+  if constexpr (JN < kJ)
+    if ((p.gemm_k() + 31) / 32 > JN)
+      return run_jn<T, MODE, JN + 1>(p, sm_count, st);
+  return launch<T, JN, MODE>(p, sm_count, st);
 }
 
 template <class T> cudaError_t run_t(const Problem &p, int sm_count, cudaStream_t st) {
@@ -366,15 +355,10 @@ template <class T> cudaError_t run_t(const Problem &p, int sm_count, cudaStream_
   return column ? run_jn<T, EPI_COLUMN>(p, sm_count, st) : run_jn<T, EPI_GENERIC>(p, sm_count, st);
 }
 
-template <class T, int MODE> void stubs_t(const void **out, int &n) {
-  out[n++] = reinterpret_cast<const void *>(&conv_gather_kernel<T, 1, MODE>);
-  out[n++] = reinterpret_cast<const void *>(&conv_gather_kernel<T, 2, MODE>);
-  out[n++] = reinterpret_cast<const void *>(&conv_gather_kernel<T, 3, MODE>);
-  out[n++] = reinterpret_cast<const void *>(&conv_gather_kernel<T, 4, MODE>);
-  out[n++] = reinterpret_cast<const void *>(&conv_gather_kernel<T, 5, MODE>);
-  out[n++] = reinterpret_cast<const void *>(&conv_gather_kernel<T, 6, MODE>);
-  out[n++] = reinterpret_cast<const void *>(&conv_gather_kernel<T, 7, MODE>);
-  out[n++] = reinterpret_cast<const void *>(&conv_gather_kernel<T, kJ, MODE>);
+template <class T, int MODE, int JN = 1> void stubs_t(const void **out, int &n) {
+  out[n++] = reinterpret_cast<const void *>(&conv_gather_kernel<T, JN, MODE>);
+  if constexpr (JN < kJ)
+    stubs_t<T, MODE, JN + 1>(out, n);
 }
 
 } // namespace
