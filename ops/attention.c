@@ -249,7 +249,7 @@ static int clamp_splits(const at_problem *a, int64_t splits) {
  * waves of 264 blocks, 3 leaves a second wave half empty; 1x32x1x32768x64
  * (32 tiles) peaks at 8 (0.76; 16: 0.59), 2x8x1x32768x128 at 16 (0.77),
  * 1x8x1x65536x128 at 32 (0.76), where the rule of eight blocks an SM it
- * replaces read 0.55-0.79. Other backends keep that earlier rule of eight
+ * replaces read 0.61-0.79. Other backends keep that earlier rule of eight
  * blocks a unit (ceil), not timed against this one. */
 static int auto_splits(const fp_recipe *rc, const at_problem *a) {
   if (a->splits > 0)
