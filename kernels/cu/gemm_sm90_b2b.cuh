@@ -1,7 +1,9 @@
-/* fuseport GEMM core, path SM90: the b2b (gemm2) kernel of gemm_sm90.cu --
- * out = (A @ B) @ d with the [128, N] intermediate kept in registers
- * (gemm2_kernel), and its direct stores from registers (store_direct,
- * store_quad16). The path's description is in gemm_sm90.cu.
+/* fuseport GEMM core, path SM90: the b2b (gemm2) kernels of gemm_sm90.cu --
+ * out = (A @ B) @ d with the intermediate kept in registers: gemm2_kernel
+ * (128-row tiles, two consumer warpgroups) with its direct stores from
+ * registers (store_direct, store_quad16), and gemm2_rows64_kernel (64-row
+ * units, one consumer warpgroup, out by TMA). The path's description is in
+ * gemm_sm90.cu.
  *
  * A part of gemm_sm90.cu, not a header of its own: gemm_sm90.cu includes it
  * once, inside namespace fpgemm's anonymous namespace (using namespace
@@ -182,6 +184,233 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
+#else
+  __trap(); /* built for sm_90a only */
+#endif
+}
+
+/* ---- the 64-row b2b kernel (gemm2_rows64_kernel) ----------------------------------------
+ * A unit is 64 rows of out (and a range of its 128-column P tiles, pgroups
+ * as gemm2_kernel's): one consumer warpgroup computes the unit's [64, NI]
+ * intermediate (wgmma m64nNIk16 from shared memory, K deep), rounds it
+ * into register A fragments and multiplies it by d in [64 n, 128 p]
+ * chunks (wgmma rs m64n128k16); one producer warp issues the TMA loads of
+ * both phases into one ring of stages. Each 64 x 128 out tile is staged
+ * (stmatrix, 128B swizzle) in one of two buffers and written by TMA, so the
+ * warpgroup goes on to the next tile's wgmmas while the copy engine writes
+ * (out not 16-byte aligned or P % 8 != 0: stored from registers instead).
+ *
+ * Why 64 rows: these GEMMs move A in and out out (N <= 256 makes both
+ * phases about as long in memory as in the tensor cores), so what matters
+ * is that every SM streams. 128-row tiles left half the SMs idle at M =
+ * 8192 (64 tiles for 132 SMs) or, with the P range split over two blocks,
+ * computed every intermediate twice; 64-row units give each SM its own
+ * rows, and where smem allows two blocks an SM (Smem64::kBlocksPerSm) one
+ * block's writes overlap the other's reads. */
+template <int NI, int STAGES> struct Smem64 {
+  static constexpr int kRows = 64;
+  static constexpr int kABytes = kRows * kBK * 2;   /* A: 64 rows x 64 k */
+  static constexpr int kBBytes = NI * kBK * 2;      /* B: 64 k x NI */
+  static constexpr int kDBytes = kBK * kB2bBN2 * 2; /* d: 64 n x 128 p, two 64-column boxes */
+  static constexpr int kStageBytes = kABytes + kBBytes > kDBytes ? kABytes + kBBytes : kDBytes;
+  static constexpr int kOutOffset = STAGES * kStageBytes;
+  static constexpr int kOutBytes = 2 * 2 * kEpiBoxBytes; /* two buffers of two 64 x 64 boxes */
+  static constexpr int kBarOffset = kOutOffset + kOutBytes;
+  static constexpr int kBytes = 1024 + kBarOffset + STAGES * 16;
+  /* 228 KiB an SM, 1 KiB of it reserved per block */
+  static constexpr int kBlocksPerSm = 2 * (kBytes + 1024) <= 233472 ? 2 : 1;
+  static_assert(kStageBytes % 1024 == 0, "swizzled tiles stay 1024-aligned");
+
+  uint32_t base;
+  __device__ uint32_t a(int s) const { return base + s * kStageBytes; }
+  __device__ uint32_t b(int s) const { return base + s * kStageBytes + kABytes; }
+  __device__ uint32_t out(int buf, int i) const {
+    return base + kOutOffset + (2 * buf + i) * kEpiBoxBytes;
+  }
+  __device__ uint32_t full(int s) const { return base + kBarOffset + 8 * s; }
+  __device__ uint32_t empty(int s) const { return base + kBarOffset + 8 * (STAGES + s); }
+};
+constexpr int kRows64Threads = 160; /* a consumer warpgroup (warps 0-3) + a producer warp */
+
+template <class T, int NI, int STAGES, bool kTransB>
+__global__ void __launch_bounds__(kRows64Threads, Smem64<NI, STAGES>::kBlocksPerSm)
+    gemm2_rows64_kernel(const __grid_constant__ CUtensorMap tma_a,
+                        const __grid_constant__ CUtensorMap tma_b,
+                        const __grid_constant__ CUtensorMap tma_d,
+                        const __grid_constant__ CUtensorMap tma_out, const Gemm2Args<T> args,
+                        int tma_store) {
+#if FP_SM90A
+  using SmemT = Smem64<NI, STAGES>;
+  using BT = BTile<NI, kTransB, false>;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = align1024(smem_raw);
+  const SmemT sm{smem_u32(smem)};
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(sm.full(s), 1);
+      mbar_init(sm.empty(s), 4); /* the consumer warps */
+    }
+    fence_mbar_init();
+  }
+  __syncthreads();
+
+  if (threadIdx.x >= 128) { /* the producer warp: one thread issues */
+    if (threadIdx.x == 128) {
+      tma_prefetch_map(&tma_a);
+      tma_prefetch_map(&tma_b);
+      tma_prefetch_map(&tma_d);
+      Ring<STAGES> ring;
+      for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
+        const int tm = u / args.pgroups, pg = u % args.pgroups;
+        const int pt0 = pg * args.ptiles / args.pgroups,
+                  pt1 = (pg + 1) * args.ptiles / args.pgroups;
+        for (int kb = 0; kb < args.kblocks; ++kb) { /* the intermediate [64, NI] */
+          producer_acquire<STAGES>(sm.empty(ring.stage), ring);
+          const uint32_t full = sm.full(ring.stage);
+          mbar_arrive_expect_tx(full, SmemT::kABytes + SmemT::kBBytes);
+          tma_load_2d(sm.a(ring.stage), &tma_a, full, kb * kBK, tm * SmemT::kRows);
+#pragma unroll
+          for (int i = 0; i < BT::kBoxes; ++i) {
+            const int col = BT::column(i, 0, args.N, args.N, NI, 0);
+            const uint32_t dst = sm.b(ring.stage) + i * BT::kBoxBytes;
+            if (kTransB)
+              tma_load_2d(dst, &tma_b, full, kb * kBK, col);
+            else
+              tma_load_2d(dst, &tma_b, full, col, kb * kBK);
+          }
+          ring.advance();
+        }
+        for (int pt = pt0; pt < pt1; ++pt) /* then d, [64 n, 128 p] per stage */
+          for (int ch = 0; ch < args.nchunks; ++ch) {
+            producer_acquire<STAGES>(sm.empty(ring.stage), ring);
+            const uint32_t full = sm.full(ring.stage);
+            mbar_arrive_expect_tx(full, SmemT::kDBytes);
+#pragma unroll
+            for (int i = 0; i < kB2bBN2 / 64; ++i) {
+              const int col = pt * kB2bBN2 + i * 64;
+              tma_load_2d(sm.a(ring.stage) + i * 64 * kRowBytes, &tma_d, full,
+                          col < args.P ? col : 0, ch * kBK);
+            }
+            ring.advance();
+          }
+      }
+    }
+    return; /* no block-wide barrier follows */
+  }
+
+  /* the consumer warpgroup */
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const bool elected = threadIdx.x == 0;
+  if (elected && tma_store)
+    tma_prefetch_map(&tma_out);
+  constexpr int kWgmmaTransB = kTransB ? 0 : 1; /* trans_b: B is K-major */
+  float acc[NI / 2];
+  uint32_t afrag[NI / 16][4]; /* the rounded intermediate as wgmma A fragments, k16 step s */
+  float acc2[kB2bBN2 / 2];
+  Ring<STAGES> ring;
+  int stored = 0; /* out tiles staged so far: the buffer parity */
+  for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
+    const int tm = u / args.pgroups, pg = u % args.pgroups;
+    const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
+#pragma unroll
+    for (int i = 0; i < NI / 2; ++i)
+      acc[i] = 0.0f;
+    int prev = -1;
+    for (int it = 0; it < args.kblocks; ++it) {
+      mbar_wait(sm.full(ring.stage), ring.phase);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk)
+        Wgmma<NI, T>::template ss<kWgmmaTransB>(acc, desc_a(sm.a(ring.stage), kk),
+                                                desc_b<kTransB>(sm.b(ring.stage), kk), 1);
+      wgmma_commit();
+      if (it > 0) {
+        wgmma_wait<1>();
+        release_stage<1>(sm.empty(prev), lane);
+      }
+      prev = ring.stage;
+      ring.advance();
+    }
+    wgmma_wait<0>();
+    fence_operands(acc);
+    if (prev >= 0)
+      release_stage<1>(sm.empty(prev), lane);
+      /* Round to T and pack (mma_sm90.cuh: a[0..3] of step s are accumulators
+       * 8 s .. 8 s + 7). Columns >= N are zeroed: d's rows there are TMA
+       * zeros, and 0 * (a clamped box's values) must not make NaN. */
+#pragma unroll
+    for (int s = 0; s < NI / 16; ++s) {
+      const int c = 16 * s + 2 * (lane % 4);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int cq = c + 8 * (q / 2);
+        const float x = cq < args.N ? acc[8 * s + 2 * q] : 0.0f;
+        const float y = cq + 1 < args.N ? acc[8 * s + 2 * q + 1] : 0.0f;
+        afrag[s][q] = pack2<T>(x, y);
+      }
+    }
+    for (int pt = pt0; pt < pt1; ++pt) {
+#pragma unroll
+      for (int i = 0; i < kB2bBN2 / 2; ++i)
+        acc2[i] = 0.0f;
+      int prev2 = 0;
+#pragma unroll
+      for (int ch = 0; ch < NI / 64; ++ch) {
+        if (ch < args.nchunks) {
+          mbar_wait(sm.full(ring.stage), ring.phase);
+          const uint32_t d = sm.a(ring.stage);
+          wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < kBK / 16; ++kk)
+            Wgmma<kB2bBN2, T>::template rs<1>(acc2, afrag[4 * ch + kk], desc_b<false>(d, kk), 1);
+          wgmma_commit();
+          if (ch > 0) {
+            wgmma_wait<1>();
+            release_stage<1>(sm.empty(prev2), lane);
+          }
+          prev2 = ring.stage;
+          ring.advance();
+        }
+      }
+      wgmma_wait<0>();
+      release_stage<1>(sm.empty(prev2), lane);
+      fence_operands(acc2);
+      const int row_base = tm * SmemT::kRows;
+      if (tma_store) {
+        const int buf = stored & 1;
+        if (elected)
+          bulk_wait_read<1>(); /* the copies of two tiles ago have read this buffer */
+        named_sync(1, 128);
+        stage_chunk<T, kB2bBN2>(sm.out(buf, 0), acc2, 0, warp, lane);
+        stage_chunk<T, kB2bBN2>(sm.out(buf, 1), acc2, 1, warp, lane);
+        fence_proxy_async(); /* the staged boxes are visible to the copy engine */
+        named_sync(1, 128);
+        if (elected) {
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            const int col = pt * kB2bBN2 + i * 64;
+            if (col < args.P) /* TMA clips the rest of the box at P and M */
+              tma_store_2d(&tma_out, sm.out(buf, i), col, row_base);
+          }
+          bulk_commit();
+        }
+        ++stored;
+      } else {
+        const int row0 = row_base + warp * 16 + lane / 4;
+        const int col0 = pt * kB2bBN2 + 2 * (lane % 4);
+        const bool inside = row_base + SmemT::kRows <= args.M && (pt + 1) * kB2bBN2 <= args.P;
+        const uintptr_t at = reinterpret_cast<uintptr_t>(args.out);
+        if (inside && (args.P & 1) == 0 && (at & 3) == 0)
+          store_direct<T, kB2bBN2, true>(args.out, args.M, args.P, acc2, row0, col0);
+        else
+          store_direct<T, kB2bBN2, false>(args.out, args.M, args.P, acc2, row0, col0);
+      }
+    }
+  }
+  if (elected && tma_store)
+    bulk_wait<0>(); /* the staged stores are written (and their buffers read) before exit */
 #else
   __trap(); /* built for sm_90a only */
 #endif

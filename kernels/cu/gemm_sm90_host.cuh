@@ -335,6 +335,31 @@ cudaError_t run_row(const Problem &p, const Config &c, cudaStream_t stream) {
 
 /* ---- host: the gemm2 launch ---------------------------------------------------------------- */
 
+/* The P range split (pgroups) that minimises waves x (work per unit) when
+ * the row units alone leave block slots idle: each group recomputes its
+ * rows' intermediate. Work in MMAs of 64 rows x 64 columns x 64 deep:
+ * `inter` per k-block of the intermediate, `per_chunk` per 64-deep chunk
+ * of a 128-column P tile. */
+inline int choose_pgroups(int mtiles, int ptiles, int kblocks, int nchunks, int inter,
+                          int per_chunk, long long slots) {
+  long long best_cost = LLONG_MAX;
+  int best = 1;
+  for (int pg = 1; pg <= ptiles; ++pg) {
+    const long long units = static_cast<long long>(mtiles) * pg;
+    const long long waves = (units + slots - 1) / slots;
+    const long long per_unit = static_cast<long long>(kblocks) * inter +
+                               static_cast<long long>((ptiles + pg - 1) / pg) * nchunks * per_chunk;
+    const long long cost = waves * per_unit;
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = pg;
+    }
+    if (units >= slots)
+      break; /* more groups only add waves */
+  }
+  return best;
+}
+
 template <class T, int BN, int STAGES, bool kTransB>
 cudaError_t launch_gemm2(const Problem2 &p, cudaStream_t stream) {
   constexpr int kSmem = Smem<BN, STAGES, 0>::kBytes;
@@ -355,26 +380,11 @@ cudaError_t launch_gemm2(const Problem2 &p, cudaStream_t stream) {
   args.kblocks = static_cast<int>((p.K + kBK - 1) / kBK);
   args.nchunks = static_cast<int>((p.N + kBK - 1) / kBK);
   /* Split each row tile's P range over pgroups blocks when row tiles alone
-   * leave SMs idle: each group recomputes the [128, N] intermediate, so pick
-   * the count that minimises waves x (work per unit), in k-block MMAs of
-   * 128 x 128 x 64. */
-  long long best_cost = LLONG_MAX;
-  int best = 1;
-  for (int pg = 1; pg <= args.ptiles; ++pg) {
-    const long long units = static_cast<long long>(args.mtiles) * pg;
-    const long long waves = (units + sms - 1) / sms;
-    const long long per_unit = static_cast<long long>(args.kblocks) * (BN / 128) +
-                               static_cast<long long>((args.ptiles + pg - 1) / pg) * args.nchunks;
-    const long long cost = waves * per_unit;
-    if (cost < best_cost) {
-      best_cost = cost;
-      best = pg;
-    }
-    if (units >= sms)
-      break; /* more groups only add waves */
-  }
-  args.pgroups = best;
-  const long long units = static_cast<long long>(args.mtiles) * best;
+   * leave SMs idle (choose_pgroups, above; the same proportions as its
+   * 128 x 128 x 64 k-block MMAs of before). */
+  args.pgroups =
+      choose_pgroups(args.mtiles, args.ptiles, args.kblocks, args.nchunks, BN / 128, 1, sms);
+  const long long units = static_cast<long long>(args.mtiles) * args.pgroups;
   if (units > kMaxCoord)
     return cudaErrorInvalidValue;
   args.units = static_cast<int>(units);
@@ -394,10 +404,66 @@ cudaError_t launch_gemm2(const Problem2 &p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int BN, int STAGES, unsigned FLAGS>
+template <class T, int NI, int STAGES, bool kTransB>
+cudaError_t launch_gemm2_rows64(const Problem2 &p, cudaStream_t stream) {
+  using SmemT = Smem64<NI, STAGES>;
+  constexpr int kSmem = SmemT::kBytes;
+  auto kernel = gemm2_rows64_kernel<T, NI, STAGES, kTransB>;
+  static KernelOnce<decltype(kernel)> once;
+
+  int sms = 0;
+  cudaError_t e = device_info(&sms);
+  if (e != cudaSuccess)
+    return e;
+  Gemm2Args<T> args;
+  args.out = static_cast<T *>(p.out);
+  args.M = static_cast<int>(p.M);
+  args.N = static_cast<int>(p.N);
+  args.P = static_cast<int>(p.P);
+  args.mtiles = static_cast<int>((p.M + SmemT::kRows - 1) / SmemT::kRows);
+  args.ptiles = static_cast<int>((p.P + kB2bBN2 - 1) / kB2bBN2);
+  args.kblocks = static_cast<int>((p.K + kBK - 1) / kBK);
+  args.nchunks = static_cast<int>((p.N + kBK - 1) / kBK);
+  const long long slots = static_cast<long long>(sms) * SmemT::kBlocksPerSm;
+  args.pgroups = choose_pgroups(args.mtiles, args.ptiles, args.kblocks, args.nchunks, NI / 64,
+                                kB2bBN2 / 64, slots);
+  const long long units = static_cast<long long>(args.mtiles) * args.pgroups;
+  if (units > kMaxCoord)
+    return cudaErrorInvalidValue;
+  args.units = static_cast<int>(units);
+  const int tma_store = aligned16(p.out) && (p.P & 7) == 0;
+
+  CUtensorMap ta, tb, td, to;
+  memset(&to, 0, sizeof to); /* unused unless tma_store */
+  e = encode_2d(&ta, p.dtype, p.a, p.K, p.M, p.lda, kBK, SmemT::kRows);
+  if (e == cudaSuccess)
+    e = encode_b(&tb, p.dtype, p.b, p.trans_b != 0, p.K, p.N, p.ldb, NI);
+  if (e == cudaSuccess)
+    e = encode_2d(&td, p.dtype, p.d, p.P, p.N, p.ldd, 64, kBK);
+  if (e == cudaSuccess && tma_store)
+    e = encode_2d(&to, p.dtype, p.out, p.P, p.M, p.P, kEpiCols, SmemT::kRows);
+  if (e == cudaSuccess)
+    e = prepare(once, kernel, kSmem);
+  if (e != cudaSuccess)
+    return e;
+  const long long grid = units < slots ? units : slots;
+  kernel<<<static_cast<unsigned>(grid), kRows64Threads, kSmem, stream>>>(ta, tb, td, to, args,
+                                                                         tma_store);
+  return cudaGetLastError();
+}
+
+template <int BM, int BN, int STAGES, unsigned FLAGS>
 cudaError_t run2_row(const Problem2 &p, cudaStream_t stream) {
   if constexpr ((FLAGS & FP_GEMM_CFG_B2B) == 0) {
     return cudaErrorInvalidValue; /* a gemm row */
+  } else if constexpr (BM == 64) {
+    if (p.N > BN)
+      return cudaErrorInvalidValue;
+    if (p.dtype == Storage<__half>::kDtype)
+      return p.trans_b ? launch_gemm2_rows64<__half, BN, STAGES, true>(p, stream)
+                       : launch_gemm2_rows64<__half, BN, STAGES, false>(p, stream);
+    return p.trans_b ? launch_gemm2_rows64<__nv_bfloat16, BN, STAGES, true>(p, stream)
+                     : launch_gemm2_rows64<__nv_bfloat16, BN, STAGES, false>(p, stream);
   } else {
     if (p.N > BN)
       return cudaErrorInvalidValue;
@@ -416,15 +482,21 @@ constexpr bool row_ok() {
                         : (FLAGS & FP_GEMM_CFG_PAIRED) ? BN / 2
                         : (FLAGS & FP_GEMM_CFG_SWAP)   ? (BN + 63) / 64 * 64
                                                        : BN;
-  return BM == kBM && BK == kBK && THREADS == kThreads && SMEM == Smem<BN, STAGES, kOutC>::kBytes &&
-         (BN == 64 || BN == 128 || BN == 192 || BN == 256 ||
-          (BN == 224 && (FLAGS & FP_GEMM_CFG_SWAP))) &&
-         (!(FLAGS & FP_GEMM_CFG_SWAP) ||
-          ((FLAGS & ~FP_GEMM_CFG_SPLIT_K) == FP_GEMM_CFG_SWAP && BN >= 128)) &&
-         (BN != 192 || !(FLAGS & (FP_GEMM_CFG_CLUSTER2 | FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_B2B))) &&
-         (!(FLAGS & FP_GEMM_CFG_B2B) || (BN >= 128 && !(FLAGS & ~FP_GEMM_CFG_B2B))) &&
-         (!(FLAGS & FP_GEMM_CFG_PAIRED) || BN >= 128) &&
-         (!(FLAGS & FP_GEMM_CFG_CLUSTER2) || BN >= 128);
+  if constexpr (BM == 64) /* gemm2_rows64_kernel */
+    return (FLAGS == FP_GEMM_CFG_B2B) && BK == kBK && THREADS == kRows64Threads &&
+           (BN == 64 || BN == 128 || BN == 256) && SMEM == Smem64<BN, STAGES>::kBytes;
+  else
+    return BM == kBM && BK == kBK && THREADS == kThreads &&
+           SMEM == Smem<BN, STAGES, kOutC>::kBytes &&
+           (BN == 64 || BN == 128 || BN == 192 || BN == 256 ||
+            (BN == 224 && (FLAGS & FP_GEMM_CFG_SWAP))) &&
+           (!(FLAGS & FP_GEMM_CFG_SWAP) ||
+            ((FLAGS & ~FP_GEMM_CFG_SPLIT_K) == FP_GEMM_CFG_SWAP && BN >= 128)) &&
+           (BN != 192 ||
+            !(FLAGS & (FP_GEMM_CFG_CLUSTER2 | FP_GEMM_CFG_PAIRED | FP_GEMM_CFG_B2B))) &&
+           (!(FLAGS & FP_GEMM_CFG_B2B) || (BN >= 128 && !(FLAGS & ~FP_GEMM_CFG_B2B))) &&
+           (!(FLAGS & FP_GEMM_CFG_PAIRED) || BN >= 128) &&
+           (!(FLAGS & FP_GEMM_CFG_CLUSTER2) || BN >= 128);
 }
 #define FP_SM90_CHECK_ROW(IDX, BM, BN, BK, ST, TH, SMEM, FL)                                       \
   static_assert(row_ok<BM, BN, BK, ST, TH, SMEM, (FL)>(), "gemm_sm90_configs.h row " #IDX);
@@ -461,8 +533,11 @@ template <class T, class Epi, int BN, int STAGES, unsigned FLAGS> void stubs_epi
           gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, true, true, false>));
   }
 }
-template <class T, int BN, int STAGES, unsigned FLAGS> void stubs_t(StubList &l) {
-  if constexpr ((FLAGS & FP_GEMM_CFG_B2B) != 0) {
+template <class T, int BM, int BN, int STAGES, unsigned FLAGS> void stubs_t(StubList &l) {
+  if constexpr ((FLAGS & FP_GEMM_CFG_B2B) != 0 && BM == 64) {
+    l.add(reinterpret_cast<const void *>(gemm2_rows64_kernel<T, BN, STAGES, false>));
+    l.add(reinterpret_cast<const void *>(gemm2_rows64_kernel<T, BN, STAGES, true>));
+  } else if constexpr ((FLAGS & FP_GEMM_CFG_B2B) != 0) {
     l.add(reinterpret_cast<const void *>(gemm2_kernel<T, BN, STAGES, false>));
     l.add(reinterpret_cast<const void *>(gemm2_kernel<T, BN, STAGES, true>));
   } else if constexpr ((FLAGS & FP_GEMM_CFG_PAIRED) != 0) {
@@ -472,9 +547,9 @@ template <class T, int BN, int STAGES, unsigned FLAGS> void stubs_t(StubList &l)
     stubs_epi<T, EpiLinear<T>, BN, STAGES, FLAGS>(l);
   }
 }
-template <int BN, int STAGES, unsigned FLAGS> void stubs_row(StubList &l) {
-  stubs_t<__half, BN, STAGES, FLAGS>(l);
-  stubs_t<__nv_bfloat16, BN, STAGES, FLAGS>(l);
+template <int BM, int BN, int STAGES, unsigned FLAGS> void stubs_row(StubList &l) {
+  stubs_t<__half, BM, BN, STAGES, FLAGS>(l);
+  stubs_t<__nv_bfloat16, BM, BN, STAGES, FLAGS>(l);
 }
 
 #endif
