@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(kThreads, 1)
  * into register A fragments and multiplies it by d in [64 n, 128 p]
  * chunks (wgmma rs m64n128k16); one producer warp issues the TMA loads of
  * both phases into one ring of stages. Each 64 x 128 out tile is staged
- * (stmatrix, 128B swizzle) in one of two buffers and written by TMA, so the
+ * (stmatrix, 128B swizzle) in one of 2-4 buffers and written by TMA, so the
  * warpgroup goes on to the next tile's wgmmas while the copy engine writes
  * (out not 16-byte aligned or P % 8 != 0: stored from registers instead).
  *
@@ -214,18 +214,24 @@ template <int NI, int STAGES> struct Smem64 {
   static constexpr int kDBytes = kBK * kB2bBN2 * 2; /* d: 64 n x 128 p, two 64-column boxes */
   static constexpr int kStageBytes = kABytes + kBBytes > kDBytes ? kABytes + kBBytes : kDBytes;
   static constexpr int kOutOffset = STAGES * kStageBytes;
-  static constexpr int kOutBytes = 2 * 2 * kEpiBoxBytes; /* two buffers of two 64 x 64 boxes */
-  static constexpr int kBarOffset = kOutOffset + kOutBytes;
+  static constexpr int kOutBufBytes = 2 * kEpiBoxBytes; /* an out tile: two 64 x 64 boxes */
+  /* two blocks an SM where two fit beside two out buffers each (228 KiB an
+   * SM, 1 KiB of it reserved per block); then as many out buffers (2 to 4)
+   * as fit: more tiles in flight to memory */
+  static constexpr int kFixed = 1024 + kOutOffset + STAGES * 16;
+  static constexpr int kBlocksPerSm = 2 * (kFixed + 2 * kOutBufBytes + 1024) <= 233472 ? 2 : 1;
+  static constexpr int kRoom = (kBlocksPerSm == 2 ? 233472 / 2 - 1024 : kSmemLimit) - kFixed;
+  static constexpr int kOutBufs = kRoom / kOutBufBytes > 4 ? 4 : kRoom / kOutBufBytes;
+  static constexpr int kBarOffset = kOutOffset + kOutBufs * kOutBufBytes;
   static constexpr int kBytes = 1024 + kBarOffset + STAGES * 16;
-  /* 228 KiB an SM, 1 KiB of it reserved per block */
-  static constexpr int kBlocksPerSm = 2 * (kBytes + 1024) <= 233472 ? 2 : 1;
   static_assert(kStageBytes % 1024 == 0, "swizzled tiles stay 1024-aligned");
+  static_assert(kOutBufs >= 2 && kBytes <= kSmemLimit, "two out buffers at least");
 
   uint32_t base;
   __device__ uint32_t a(int s) const { return base + s * kStageBytes; }
   __device__ uint32_t b(int s) const { return base + s * kStageBytes + kABytes; }
   __device__ uint32_t out(int buf, int i) const {
-    return base + kOutOffset + (2 * buf + i) * kEpiBoxBytes;
+    return base + kOutOffset + buf * kOutBufBytes + i * kEpiBoxBytes;
   }
   __device__ uint32_t full(int s) const { return base + kBarOffset + 8 * s; }
   __device__ uint32_t empty(int s) const { return base + kBarOffset + 8 * (STAGES + s); }
@@ -310,7 +316,7 @@ __global__ void __launch_bounds__(kRows64Threads, Smem64<NI, STAGES>::kBlocksPer
   uint32_t afrag[NI / 16][4]; /* the rounded intermediate as wgmma A fragments, k16 step s */
   float acc2[kB2bBN2 / 2];
   Ring<STAGES> ring;
-  int stored = 0; /* out tiles staged so far: the buffer parity */
+  int stored = 0; /* out tiles staged so far: the next buffer */
   for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
     const int tm = u / args.pgroups, pg = u % args.pgroups;
     const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
@@ -379,9 +385,9 @@ __global__ void __launch_bounds__(kRows64Threads, Smem64<NI, STAGES>::kBlocksPer
       fence_operands(acc2);
       const int row_base = tm * SmemT::kRows;
       if (tma_store) {
-        const int buf = stored & 1;
-        if (elected)
-          bulk_wait_read<1>(); /* the copies of two tiles ago have read this buffer */
+        const int buf = stored % SmemT::kOutBufs;
+        if (elected) /* the copies of kOutBufs tiles ago have read this buffer */
+          bulk_wait_read<SmemT::kOutBufs - 1>();
         named_sync(1, 128);
         stage_chunk<T, kB2bBN2>(sm.out(buf, 0), acc2, 0, warp, lane);
         stage_chunk<T, kB2bBN2>(sm.out(buf, 1), acc2, 1, warp, lane);
