@@ -2,7 +2,8 @@
  * out = (A @ B) @ d with the intermediate kept in registers: gemm2_kernel
  * (128-row tiles, two consumer warpgroups) with its direct stores from
  * registers (store_direct, store_quad16), and gemm2_rows64_kernel (64-row
- * units, one consumer warpgroup, out by TMA). The path's description is in
+ * units, one consumer warpgroup, A and B in rings of their own, out by
+ * TMA). The path's description is in
  * gemm_sm90.cu.
  *
  * A part of gemm_sm90.cu, not a header of its own: gemm_sm90.cu includes it
@@ -194,116 +195,137 @@ __global__ void __launch_bounds__(kThreads, 1)
  * as gemm2_kernel's): one consumer warpgroup computes the unit's [64, NI]
  * intermediate (wgmma m64nNIk16 from shared memory, K deep), rounds it
  * into register A fragments and multiplies it by d in [64 n, 128 p]
- * chunks (wgmma rs m64n128k16); one producer warp issues the TMA loads of
- * both phases into one ring of stages. Each 64 x 128 out tile is staged
- * (stmatrix, 128B swizzle) in one of 2-4 buffers and written by TMA, so the
+ * chunks (wgmma rs m64n128k16). Each 64 x 128 out tile is staged
+ * (stmatrix, 128B swizzle) in one of two buffers and written by TMA, so the
  * warpgroup goes on to the next tile's wgmmas while the copy engine writes
  * (out not 16-byte aligned or P % 8 != 0: stored from registers instead).
+ *
+ * Two rings, each with its own producer warp (one thread issues): A's
+ * 64-row boxes come from memory, in a deep ring (A_STAGES, 12-16: 96-128
+ * KiB in flight an SM, what it takes to read at the memory's rate); B's
+ * k-blocks and then d's chunks come from L2 (every unit reads the same B
+ * and d), in a shallow ring of SB stages. With one ring of A and B
+ * stages together, B's bytes took two thirds of it and A's reads waited
+ * on their latency (8192 x 128 x 4096 x 4096: 8 stages, 53.8 us against
+ * two cuBLAS calls' 55.2 on an H200). While the warpgroup multiplies by d,
+ * A's producer already reads the next unit's rows.
  *
  * Why 64 rows: these GEMMs move A in and out out (N <= 256 makes both
  * phases about as long in memory as in the tensor cores), so what matters
  * is that every SM streams. 128-row tiles left half the SMs idle at M =
  * 8192 (64 tiles for 132 SMs) or, with the P range split over two blocks,
- * computed every intermediate twice; 64-row units give each SM its own
- * rows, and where smem allows two blocks an SM (Smem64::kBlocksPerSm) one
- * block's writes overlap the other's reads. */
-template <int NI, int STAGES> struct Smem64 {
+ * computed every intermediate twice (0.77-0.87x two cuBLAS calls on an
+ * H100; 1.24-1.44x slower than 64-row units on an H200). */
+template <int NI, int A_STAGES> struct Smem64 {
   static constexpr int kRows = 64;
+  static constexpr int SB = NI == 256 ? 3 : 4;      /* the B / d ring's stages */
   static constexpr int kABytes = kRows * kBK * 2;   /* A: 64 rows x 64 k */
   static constexpr int kBBytes = NI * kBK * 2;      /* B: 64 k x NI */
   static constexpr int kDBytes = kBK * kB2bBN2 * 2; /* d: 64 n x 128 p, two 64-column boxes */
-  static constexpr int kStageBytes = kABytes + kBBytes > kDBytes ? kABytes + kBBytes : kDBytes;
-  static constexpr int kOutOffset = STAGES * kStageBytes;
+  static constexpr int kBStageBytes = kBBytes > kDBytes ? kBBytes : kDBytes;
+  static constexpr int kBOffset = A_STAGES * kABytes;
+  static constexpr int kOutOffset = kBOffset + SB * kBStageBytes;
   static constexpr int kOutBufBytes = 2 * kEpiBoxBytes; /* an out tile: two 64 x 64 boxes */
-  /* two blocks an SM where two fit beside two out buffers each (228 KiB an
-   * SM, 1 KiB of it reserved per block); then as many out buffers (2 to 4)
-   * as fit: more tiles in flight to memory */
-  static constexpr int kFixed = 1024 + kOutOffset + STAGES * 16;
-  static constexpr int kBlocksPerSm = 2 * (kFixed + 2 * kOutBufBytes + 1024) <= 233472 ? 2 : 1;
-  static constexpr int kRoom = (kBlocksPerSm == 2 ? 233472 / 2 - 1024 : kSmemLimit) - kFixed;
-  static constexpr int kOutBufs = kRoom / kOutBufBytes > 4 ? 4 : kRoom / kOutBufBytes;
-  static constexpr int kBarOffset = kOutOffset + kOutBufs * kOutBufBytes;
-  static constexpr int kBytes = 1024 + kBarOffset + STAGES * 16;
-  static_assert(kStageBytes % 1024 == 0, "swizzled tiles stay 1024-aligned");
-  static_assert(kOutBufs >= 2 && kBytes <= kSmemLimit, "two out buffers at least");
+  static constexpr int kBarOffset = kOutOffset + 2 * kOutBufBytes;
+  static constexpr int kBytes = 1024 + kBarOffset + 2 * (A_STAGES + SB) * 8;
+  static_assert(kBStageBytes % 1024 == 0 && kBytes <= kSmemLimit, "1024-aligned stages that fit");
 
   uint32_t base;
-  __device__ uint32_t a(int s) const { return base + s * kStageBytes; }
-  __device__ uint32_t b(int s) const { return base + s * kStageBytes + kABytes; }
+  __device__ uint32_t a(int s) const { return base + s * kABytes; }
+  __device__ uint32_t b(int s) const { return base + kBOffset + s * kBStageBytes; }
   __device__ uint32_t out(int buf, int i) const {
     return base + kOutOffset + buf * kOutBufBytes + i * kEpiBoxBytes;
   }
-  __device__ uint32_t full(int s) const { return base + kBarOffset + 8 * s; }
-  __device__ uint32_t empty(int s) const { return base + kBarOffset + 8 * (STAGES + s); }
+  __device__ uint32_t full_a(int s) const { return base + kBarOffset + 8 * s; }
+  __device__ uint32_t empty_a(int s) const { return base + kBarOffset + 8 * (A_STAGES + s); }
+  __device__ uint32_t full_b(int s) const { return base + kBarOffset + 8 * (2 * A_STAGES + s); }
+  __device__ uint32_t empty_b(int s) const {
+    return base + kBarOffset + 8 * (2 * A_STAGES + SB + s);
+  }
 };
-constexpr int kRows64Threads = 160; /* a consumer warpgroup (warps 0-3) + a producer warp */
+/* the consumer warpgroup (warps 0-3), A's producer warp, B and d's producer warp */
+constexpr int kRows64Threads = 192;
 
-template <class T, int NI, int STAGES, bool kTransB>
-__global__ void __launch_bounds__(kRows64Threads, Smem64<NI, STAGES>::kBlocksPerSm)
+template <class T, int NI, int A_STAGES, bool kTransB>
+__global__ void __launch_bounds__(kRows64Threads, 1)
     gemm2_rows64_kernel(const __grid_constant__ CUtensorMap tma_a,
                         const __grid_constant__ CUtensorMap tma_b,
                         const __grid_constant__ CUtensorMap tma_d,
                         const __grid_constant__ CUtensorMap tma_out, const Gemm2Args<T> args,
                         int tma_store) {
 #if FP_SM90A
-  using SmemT = Smem64<NI, STAGES>;
+  using SmemT = Smem64<NI, A_STAGES>;
+  constexpr int SB = SmemT::SB;
   using BT = BTile<NI, kTransB, false>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = align1024(smem_raw);
   const SmemT sm{smem_u32(smem)};
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(sm.full(s), 1);
-      mbar_init(sm.empty(s), 4); /* the consumer warps */
+    for (int s = 0; s < A_STAGES; ++s) {
+      mbar_init(sm.full_a(s), 1);
+      mbar_init(sm.empty_a(s), 4); /* the consumer warps */
+    }
+    for (int s = 0; s < SB; ++s) {
+      mbar_init(sm.full_b(s), 1);
+      mbar_init(sm.empty_b(s), 4);
     }
     fence_mbar_init();
   }
   __syncthreads();
 
-  if (threadIdx.x >= 128) { /* the producer warp: one thread issues */
-    if (threadIdx.x == 128) {
-      tma_prefetch_map(&tma_a);
-      tma_prefetch_map(&tma_b);
-      tma_prefetch_map(&tma_d);
-      Ring<STAGES> ring;
-      for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
-        const int tm = u / args.pgroups, pg = u % args.pgroups;
-        const int pt0 = pg * args.ptiles / args.pgroups,
-                  pt1 = (pg + 1) * args.ptiles / args.pgroups;
-        for (int kb = 0; kb < args.kblocks; ++kb) { /* the intermediate [64, NI] */
-          producer_acquire<STAGES>(sm.empty(ring.stage), ring);
-          const uint32_t full = sm.full(ring.stage);
-          mbar_arrive_expect_tx(full, SmemT::kABytes + SmemT::kBBytes);
-          tma_load_2d(sm.a(ring.stage), &tma_a, full, kb * kBK, tm * SmemT::kRows);
+  if (threadIdx.x == 128) { /* A's producer */
+    tma_prefetch_map(&tma_a);
+    Ring<A_STAGES> ring;
+    for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
+      const int tm = u / args.pgroups;
+      for (int kb = 0; kb < args.kblocks; ++kb) {
+        producer_acquire<A_STAGES>(sm.empty_a(ring.stage), ring);
+        mbar_arrive_expect_tx(sm.full_a(ring.stage), SmemT::kABytes);
+        tma_load_2d(sm.a(ring.stage), &tma_a, sm.full_a(ring.stage), kb * kBK, tm * SmemT::kRows);
+        ring.advance();
+      }
+    }
+  }
+  if (threadIdx.x == 160) { /* B's and d's producer */
+    tma_prefetch_map(&tma_b);
+    tma_prefetch_map(&tma_d);
+    Ring<SB> ring;
+    for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
+      const int pg = u % args.pgroups;
+      const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
+      for (int kb = 0; kb < args.kblocks; ++kb) { /* B [K, NI] for the intermediate */
+        producer_acquire<SB>(sm.empty_b(ring.stage), ring);
+        const uint32_t full = sm.full_b(ring.stage);
+        mbar_arrive_expect_tx(full, SmemT::kBBytes);
 #pragma unroll
-          for (int i = 0; i < BT::kBoxes; ++i) {
-            const int col = BT::column(i, 0, args.N, args.N, NI, 0);
-            const uint32_t dst = sm.b(ring.stage) + i * BT::kBoxBytes;
-            if (kTransB)
-              tma_load_2d(dst, &tma_b, full, kb * kBK, col);
-            else
-              tma_load_2d(dst, &tma_b, full, col, kb * kBK);
+        for (int i = 0; i < BT::kBoxes; ++i) {
+          const int col = BT::column(i, 0, args.N, args.N, NI, 0);
+          const uint32_t dst = sm.b(ring.stage) + i * BT::kBoxBytes;
+          if (kTransB)
+            tma_load_2d(dst, &tma_b, full, kb * kBK, col);
+          else
+            tma_load_2d(dst, &tma_b, full, col, kb * kBK);
+        }
+        ring.advance();
+      }
+      for (int pt = pt0; pt < pt1; ++pt) /* then d, [64 n, 128 p] per stage */
+        for (int ch = 0; ch < args.nchunks; ++ch) {
+          producer_acquire<SB>(sm.empty_b(ring.stage), ring);
+          const uint32_t full = sm.full_b(ring.stage);
+          mbar_arrive_expect_tx(full, SmemT::kDBytes);
+#pragma unroll
+          for (int i = 0; i < kB2bBN2 / 64; ++i) {
+            const int col = pt * kB2bBN2 + i * 64;
+            tma_load_2d(sm.b(ring.stage) + i * 64 * kRowBytes, &tma_d, full, col < args.P ? col : 0,
+                        ch * kBK);
           }
           ring.advance();
         }
-        for (int pt = pt0; pt < pt1; ++pt) /* then d, [64 n, 128 p] per stage */
-          for (int ch = 0; ch < args.nchunks; ++ch) {
-            producer_acquire<STAGES>(sm.empty(ring.stage), ring);
-            const uint32_t full = sm.full(ring.stage);
-            mbar_arrive_expect_tx(full, SmemT::kDBytes);
-#pragma unroll
-            for (int i = 0; i < kB2bBN2 / 64; ++i) {
-              const int col = pt * kB2bBN2 + i * 64;
-              tma_load_2d(sm.a(ring.stage) + i * 64 * kRowBytes, &tma_d, full,
-                          col < args.P ? col : 0, ch * kBK);
-            }
-            ring.advance();
-          }
-      }
     }
-    return; /* no block-wide barrier follows */
   }
+  if (threadIdx.x >= 128)
+    return; /* the producer warps; no block-wide barrier follows */
 
   /* the consumer warpgroup */
   const int warp = threadIdx.x / 32;
@@ -315,37 +337,44 @@ __global__ void __launch_bounds__(kRows64Threads, Smem64<NI, STAGES>::kBlocksPer
   float acc[NI / 2];
   uint32_t afrag[NI / 16][4]; /* the rounded intermediate as wgmma A fragments, k16 step s */
   float acc2[kB2bBN2 / 2];
-  Ring<STAGES> ring;
-  int stored = 0; /* out tiles staged so far: the next buffer */
+  Ring<A_STAGES> ring_a;
+  Ring<SB> ring_b;
+  int stored = 0; /* out tiles staged so far: the buffer parity */
   for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
     const int tm = u / args.pgroups, pg = u % args.pgroups;
     const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
 #pragma unroll
     for (int i = 0; i < NI / 2; ++i)
       acc[i] = 0.0f;
-    int prev = -1;
+    int prev_a = -1, prev_b = -1;
     for (int it = 0; it < args.kblocks; ++it) {
-      mbar_wait(sm.full(ring.stage), ring.phase);
+      mbar_wait(sm.full_a(ring_a.stage), ring_a.phase);
+      mbar_wait(sm.full_b(ring_b.stage), ring_b.phase);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kBK / 16; ++kk)
-        Wgmma<NI, T>::template ss<kWgmmaTransB>(acc, desc_a(sm.a(ring.stage), kk),
-                                                desc_b<kTransB>(sm.b(ring.stage), kk), 1);
+        Wgmma<NI, T>::template ss<kWgmmaTransB>(acc, desc_a(sm.a(ring_a.stage), kk),
+                                                desc_b<kTransB>(sm.b(ring_b.stage), kk), 1);
       wgmma_commit();
       if (it > 0) {
         wgmma_wait<1>();
-        release_stage<1>(sm.empty(prev), lane);
+        release_stage<1>(sm.empty_a(prev_a), lane);
+        release_stage<1>(sm.empty_b(prev_b), lane);
       }
-      prev = ring.stage;
-      ring.advance();
+      prev_a = ring_a.stage;
+      prev_b = ring_b.stage;
+      ring_a.advance();
+      ring_b.advance();
     }
     wgmma_wait<0>();
     fence_operands(acc);
-    if (prev >= 0)
-      release_stage<1>(sm.empty(prev), lane);
-      /* Round to T and pack (mma_sm90.cuh: a[0..3] of step s are accumulators
-       * 8 s .. 8 s + 7). Columns >= N are zeroed: d's rows there are TMA
-       * zeros, and 0 * (a clamped box's values) must not make NaN. */
+    if (prev_a >= 0) {
+      release_stage<1>(sm.empty_a(prev_a), lane);
+      release_stage<1>(sm.empty_b(prev_b), lane);
+    }
+    /* Round to T and pack (mma_sm90.cuh: a[0..3] of step s are accumulators
+     * 8 s .. 8 s + 7). Columns >= N are zeroed: d's rows there are TMA
+     * zeros, and 0 * (a clamped box's values) must not make NaN. */
 #pragma unroll
     for (int s = 0; s < NI / 16; ++s) {
       const int c = 16 * s + 2 * (lane % 4);
@@ -361,12 +390,12 @@ __global__ void __launch_bounds__(kRows64Threads, Smem64<NI, STAGES>::kBlocksPer
 #pragma unroll
       for (int i = 0; i < kB2bBN2 / 2; ++i)
         acc2[i] = 0.0f;
-      int prev2 = 0;
+      int prev = 0;
 #pragma unroll
       for (int ch = 0; ch < NI / 64; ++ch) {
         if (ch < args.nchunks) {
-          mbar_wait(sm.full(ring.stage), ring.phase);
-          const uint32_t d = sm.a(ring.stage);
+          mbar_wait(sm.full_b(ring_b.stage), ring_b.phase);
+          const uint32_t d = sm.b(ring_b.stage);
           wgmma_fence();
 #pragma unroll
           for (int kk = 0; kk < kBK / 16; ++kk)
@@ -374,20 +403,20 @@ __global__ void __launch_bounds__(kRows64Threads, Smem64<NI, STAGES>::kBlocksPer
           wgmma_commit();
           if (ch > 0) {
             wgmma_wait<1>();
-            release_stage<1>(sm.empty(prev2), lane);
+            release_stage<1>(sm.empty_b(prev), lane);
           }
-          prev2 = ring.stage;
-          ring.advance();
+          prev = ring_b.stage;
+          ring_b.advance();
         }
       }
       wgmma_wait<0>();
-      release_stage<1>(sm.empty(prev2), lane);
+      release_stage<1>(sm.empty_b(prev), lane);
       fence_operands(acc2);
       const int row_base = tm * SmemT::kRows;
       if (tma_store) {
-        const int buf = stored % SmemT::kOutBufs;
-        if (elected) /* the copies of kOutBufs tiles ago have read this buffer */
-          bulk_wait_read<SmemT::kOutBufs - 1>();
+        const int buf = stored & 1;
+        if (elected)
+          bulk_wait_read<1>(); /* the copies of two tiles ago have read this buffer */
         named_sync(1, 128);
         stage_chunk<T, kB2bBN2>(sm.out(buf, 0), acc2, 0, warp, lane);
         stage_chunk<T, kB2bBN2>(sm.out(buf, 1), acc2, 1, warp, lane);

@@ -424,7 +424,7 @@ cudaError_t launch_gemm2_rows64(const Problem2 &p, cudaStream_t stream) {
   args.ptiles = static_cast<int>((p.P + kB2bBN2 - 1) / kB2bBN2);
   args.kblocks = static_cast<int>((p.K + kBK - 1) / kBK);
   args.nchunks = static_cast<int>((p.N + kBK - 1) / kBK);
-  const long long slots = static_cast<long long>(sms) * SmemT::kBlocksPerSm;
+  const long long slots = sms; /* one block an SM */
   args.pgroups = choose_pgroups(args.mtiles, args.ptiles, args.kblocks, args.nchunks, NI / 64,
                                 kB2bBN2 / 64, slots);
   const long long units = static_cast<long long>(args.mtiles) * args.pgroups;
