@@ -200,15 +200,17 @@ __global__ void __launch_bounds__(kThreads, 1)
  * warpgroup goes on to the next tile's wgmmas while the copy engine writes
  * (out not 16-byte aligned or P % 8 != 0: stored from registers instead).
  *
- * Two rings, each with its own producer warp (one thread issues): A's
- * 64-row boxes come from memory, in a deep ring (A_STAGES, 12-16: 96-128
- * KiB in flight an SM, what it takes to read at the memory's rate); B's
- * k-blocks and then d's chunks come from L2 (every unit reads the same B
- * and d), in a shallow ring of SB stages. With one ring of A and B
- * stages together, B's bytes took two thirds of it and A's reads waited
- * on their latency (8192 x 128 x 4096 x 4096: 8 stages, 53.8 us against
- * two cuBLAS calls' 55.2 on an H200). While the warpgroup multiplies by d,
- * A's producer already reads the next unit's rows.
+ * Two rings, each with its own producer warp (one thread issues). The
+ * first holds 16 KiB stages: two of A's 64 x 64 boxes (two k-blocks, read
+ * from memory), then, once the unit's A is in, d's [64 n, 128 p] chunks;
+ * the second holds B's k-blocks (read from L2: every unit reads the same
+ * B). With one ring of A and B stages together, B took two thirds of the
+ * stages and A's reads waited on their latency (8192 x 128 x 4096 x 4096,
+ * 8 stages: ncu 48% DRAM, 38% tensor pipe; 53.8 us against two cuBLAS
+ * calls' 55.2 on an H200); a ring of 8 KiB A stages that left d to B's
+ * short ring starved the d phase (66.6 us). Now 6-10 stages hold 96-160 KiB
+ * of A or d in flight an SM, and A's producer reads the next unit's rows
+ * while the warpgroup multiplies by d.
  *
  * Why 64 rows: these GEMMs move A in and out out (N <= 256 makes both
  * phases about as long in memory as in the tensor cores), so what matters
@@ -216,37 +218,36 @@ __global__ void __launch_bounds__(kThreads, 1)
  * 8192 (64 tiles for 132 SMs) or, with the P range split over two blocks,
  * computed every intermediate twice (0.77-0.87x two cuBLAS calls on an
  * H100; 1.24-1.44x slower than 64-row units on an H200). */
-template <int NI, int A_STAGES> struct Smem64 {
+template <int NI, int STAGES> struct Smem64 {
   static constexpr int kRows = 64;
-  static constexpr int SB = NI == 256 ? 3 : 4;      /* the B / d ring's stages */
-  static constexpr int kABytes = kRows * kBK * 2;   /* A: 64 rows x 64 k */
-  static constexpr int kBBytes = NI * kBK * 2;      /* B: 64 k x NI */
-  static constexpr int kDBytes = kBK * kB2bBN2 * 2; /* d: 64 n x 128 p, two 64-column boxes */
-  static constexpr int kBStageBytes = kBBytes > kDBytes ? kBBytes : kDBytes;
-  static constexpr int kBOffset = A_STAGES * kABytes;
-  static constexpr int kOutOffset = kBOffset + SB * kBStageBytes;
+  static constexpr int SB = NI == 256 ? 3 : 4;  /* B's ring */
+  static constexpr int kABox = kRows * kBK * 2; /* A: 64 rows x 64 k */
+  static constexpr int kStageBytes = 2 * kABox; /* two A boxes, or d: 64 n x 128 p */
+  static constexpr int kBBytes = NI * kBK * 2;  /* B: 64 k x NI */
+  static constexpr int kDBytes = kBK * kB2bBN2 * 2;
+  static constexpr int kBOffset = STAGES * kStageBytes;
+  static constexpr int kOutOffset = kBOffset + SB * kBBytes;
   static constexpr int kOutBufBytes = 2 * kEpiBoxBytes; /* an out tile: two 64 x 64 boxes */
   static constexpr int kBarOffset = kOutOffset + 2 * kOutBufBytes;
-  static constexpr int kBytes = 1024 + kBarOffset + 2 * (A_STAGES + SB) * 8;
-  static_assert(kBStageBytes % 1024 == 0 && kBytes <= kSmemLimit, "1024-aligned stages that fit");
+  static constexpr int kBytes = 1024 + kBarOffset + 2 * (STAGES + SB) * 8;
+  static_assert(kDBytes == kStageBytes && kBBytes % 1024 == 0 && kBytes <= kSmemLimit,
+                "1024-aligned stages that fit");
 
   uint32_t base;
-  __device__ uint32_t a(int s) const { return base + s * kABytes; }
-  __device__ uint32_t b(int s) const { return base + kBOffset + s * kBStageBytes; }
+  __device__ uint32_t a(int s) const { return base + s * kStageBytes; }
+  __device__ uint32_t b(int s) const { return base + kBOffset + s * kBBytes; }
   __device__ uint32_t out(int buf, int i) const {
     return base + kOutOffset + buf * kOutBufBytes + i * kEpiBoxBytes;
   }
   __device__ uint32_t full_a(int s) const { return base + kBarOffset + 8 * s; }
-  __device__ uint32_t empty_a(int s) const { return base + kBarOffset + 8 * (A_STAGES + s); }
-  __device__ uint32_t full_b(int s) const { return base + kBarOffset + 8 * (2 * A_STAGES + s); }
-  __device__ uint32_t empty_b(int s) const {
-    return base + kBarOffset + 8 * (2 * A_STAGES + SB + s);
-  }
+  __device__ uint32_t empty_a(int s) const { return base + kBarOffset + 8 * (STAGES + s); }
+  __device__ uint32_t full_b(int s) const { return base + kBarOffset + 8 * (2 * STAGES + s); }
+  __device__ uint32_t empty_b(int s) const { return base + kBarOffset + 8 * (2 * STAGES + SB + s); }
 };
-/* the consumer warpgroup (warps 0-3), A's producer warp, B and d's producer warp */
+/* the consumer warpgroup (warps 0-3), A and d's producer warp, B's producer warp */
 constexpr int kRows64Threads = 192;
 
-template <class T, int NI, int A_STAGES, bool kTransB>
+template <class T, int NI, int STAGES, bool kTransB>
 __global__ void __launch_bounds__(kRows64Threads, 1)
     gemm2_rows64_kernel(const __grid_constant__ CUtensorMap tma_a,
                         const __grid_constant__ CUtensorMap tma_b,
@@ -254,7 +255,7 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
                         const __grid_constant__ CUtensorMap tma_out, const Gemm2Args<T> args,
                         int tma_store) {
 #if FP_SM90A
-  using SmemT = Smem64<NI, A_STAGES>;
+  using SmemT = Smem64<NI, STAGES>;
   constexpr int SB = SmemT::SB;
   using BT = BTile<NI, kTransB, false>;
   extern __shared__ uint8_t smem_raw[];
@@ -262,7 +263,7 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
   const SmemT sm{smem_u32(smem)};
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < A_STAGES; ++s) {
+    for (int s = 0; s < STAGES; ++s) {
       mbar_init(sm.full_a(s), 1);
       mbar_init(sm.empty_a(s), 4); /* the consumer warps */
     }
@@ -274,26 +275,42 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
   }
   __syncthreads();
 
-  if (threadIdx.x == 128) { /* A's producer */
+  if (threadIdx.x == 128) { /* A's and d's producer */
     tma_prefetch_map(&tma_a);
-    Ring<A_STAGES> ring;
+    tma_prefetch_map(&tma_d);
+    Ring<STAGES> ring;
     for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
-      const int tm = u / args.pgroups;
-      for (int kb = 0; kb < args.kblocks; ++kb) {
-        producer_acquire<A_STAGES>(sm.empty_a(ring.stage), ring);
-        mbar_arrive_expect_tx(sm.full_a(ring.stage), SmemT::kABytes);
-        tma_load_2d(sm.a(ring.stage), &tma_a, sm.full_a(ring.stage), kb * kBK, tm * SmemT::kRows);
+      const int tm = u / args.pgroups, pg = u % args.pgroups;
+      const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
+      for (int kb = 0; kb < args.kblocks; kb += 2) { /* A, two k-blocks a stage */
+        const int boxes = min(2, args.kblocks - kb);
+        producer_acquire<STAGES>(sm.empty_a(ring.stage), ring);
+        const uint32_t full = sm.full_a(ring.stage);
+        mbar_arrive_expect_tx(full, boxes * SmemT::kABox);
+        for (int i = 0; i < boxes; ++i)
+          tma_load_2d(sm.a(ring.stage) + i * SmemT::kABox, &tma_a, full, (kb + i) * kBK,
+                      tm * SmemT::kRows);
         ring.advance();
       }
+      for (int pt = pt0; pt < pt1; ++pt) /* then d, [64 n, 128 p] per stage */
+        for (int ch = 0; ch < args.nchunks; ++ch) {
+          producer_acquire<STAGES>(sm.empty_a(ring.stage), ring);
+          const uint32_t full = sm.full_a(ring.stage);
+          mbar_arrive_expect_tx(full, SmemT::kDBytes);
+#pragma unroll
+          for (int i = 0; i < kB2bBN2 / 64; ++i) {
+            const int col = pt * kB2bBN2 + i * 64;
+            tma_load_2d(sm.a(ring.stage) + i * 64 * kRowBytes, &tma_d, full, col < args.P ? col : 0,
+                        ch * kBK);
+          }
+          ring.advance();
+        }
     }
   }
-  if (threadIdx.x == 160) { /* B's and d's producer */
+  if (threadIdx.x == 160) { /* B's producer */
     tma_prefetch_map(&tma_b);
-    tma_prefetch_map(&tma_d);
     Ring<SB> ring;
-    for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
-      const int pg = u % args.pgroups;
-      const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
+    for (int u = blockIdx.x; u < args.units; u += gridDim.x)
       for (int kb = 0; kb < args.kblocks; ++kb) { /* B [K, NI] for the intermediate */
         producer_acquire<SB>(sm.empty_b(ring.stage), ring);
         const uint32_t full = sm.full_b(ring.stage);
@@ -309,20 +326,6 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
         }
         ring.advance();
       }
-      for (int pt = pt0; pt < pt1; ++pt) /* then d, [64 n, 128 p] per stage */
-        for (int ch = 0; ch < args.nchunks; ++ch) {
-          producer_acquire<SB>(sm.empty_b(ring.stage), ring);
-          const uint32_t full = sm.full_b(ring.stage);
-          mbar_arrive_expect_tx(full, SmemT::kDBytes);
-#pragma unroll
-          for (int i = 0; i < kB2bBN2 / 64; ++i) {
-            const int col = pt * kB2bBN2 + i * 64;
-            tma_load_2d(sm.b(ring.stage) + i * 64 * kRowBytes, &tma_d, full, col < args.P ? col : 0,
-                        ch * kBK);
-          }
-          ring.advance();
-        }
-    }
   }
   if (threadIdx.x >= 128)
     return; /* the producer warps; no block-wide barrier follows */
@@ -337,7 +340,7 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
   float acc[NI / 2];
   uint32_t afrag[NI / 16][4]; /* the rounded intermediate as wgmma A fragments, k16 step s */
   float acc2[kB2bBN2 / 2];
-  Ring<A_STAGES> ring_a;
+  Ring<STAGES> ring_a;
   Ring<SB> ring_b;
   int stored = 0; /* out tiles staged so far: the buffer parity */
   for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
@@ -346,31 +349,41 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
 #pragma unroll
     for (int i = 0; i < NI / 2; ++i)
       acc[i] = 0.0f;
-    int prev_a = -1, prev_b = -1;
-    for (int it = 0; it < args.kblocks; ++it) {
-      mbar_wait(sm.full_a(ring_a.stage), ring_a.phase);
+    /* k-block kb: A box kb % 2 of an A stage, B stage of its own; one wgmma
+     * group a k-block in flight, its stages released once the next group is
+     * issued and it retired (the A stage after its second box) */
+    int prev_b = -1, prev_a = -1;
+    bool prev_ends_a = false;
+    for (int kb = 0; kb < args.kblocks; ++kb) {
+      const int half = kb & 1;
+      if (half == 0)
+        mbar_wait(sm.full_a(ring_a.stage), ring_a.phase);
       mbar_wait(sm.full_b(ring_b.stage), ring_b.phase);
+      const uint32_t a_box = sm.a(ring_a.stage) + half * SmemT::kABox;
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kBK / 16; ++kk)
-        Wgmma<NI, T>::template ss<kWgmmaTransB>(acc, desc_a(sm.a(ring_a.stage), kk),
+        Wgmma<NI, T>::template ss<kWgmmaTransB>(acc, desc_a(a_box, kk),
                                                 desc_b<kTransB>(sm.b(ring_b.stage), kk), 1);
       wgmma_commit();
-      if (it > 0) {
+      if (kb > 0) {
         wgmma_wait<1>();
-        release_stage<1>(sm.empty_a(prev_a), lane);
         release_stage<1>(sm.empty_b(prev_b), lane);
+        if (prev_ends_a)
+          release_stage<1>(sm.empty_a(prev_a), lane);
       }
-      prev_a = ring_a.stage;
       prev_b = ring_b.stage;
-      ring_a.advance();
+      prev_a = ring_a.stage;
+      prev_ends_a = half == 1 || kb + 1 == args.kblocks;
       ring_b.advance();
+      if (prev_ends_a)
+        ring_a.advance();
     }
     wgmma_wait<0>();
     fence_operands(acc);
-    if (prev_a >= 0) {
-      release_stage<1>(sm.empty_a(prev_a), lane);
+    if (prev_b >= 0) {
       release_stage<1>(sm.empty_b(prev_b), lane);
+      release_stage<1>(sm.empty_a(prev_a), lane);
     }
     /* Round to T and pack (mma_sm90.cuh: a[0..3] of step s are accumulators
      * 8 s .. 8 s + 7). Columns >= N are zeroed: d's rows there are TMA
@@ -394,8 +407,8 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
 #pragma unroll
       for (int ch = 0; ch < NI / 64; ++ch) {
         if (ch < args.nchunks) {
-          mbar_wait(sm.full_b(ring_b.stage), ring_b.phase);
-          const uint32_t d = sm.b(ring_b.stage);
+          mbar_wait(sm.full_a(ring_a.stage), ring_a.phase);
+          const uint32_t d = sm.a(ring_a.stage);
           wgmma_fence();
 #pragma unroll
           for (int kk = 0; kk < kBK / 16; ++kk)
@@ -403,14 +416,14 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
           wgmma_commit();
           if (ch > 0) {
             wgmma_wait<1>();
-            release_stage<1>(sm.empty_b(prev), lane);
+            release_stage<1>(sm.empty_a(prev), lane);
           }
-          prev = ring_b.stage;
-          ring_b.advance();
+          prev = ring_a.stage;
+          ring_a.advance();
         }
       }
       wgmma_wait<0>();
-      release_stage<1>(sm.empty_b(prev), lane);
+      release_stage<1>(sm.empty_a(prev), lane);
       fence_operands(acc2);
       const int row_base = tm * SmemT::kRows;
       if (tma_store) {

@@ -10,15 +10,16 @@
  * row of 16-bit values), THREADS = 384, a persistent grid. Rows 13-15 are
  * gemm2 in 64-row units (gemm2_rows64_kernel, gemm_sm90_b2b.cuh), one block
  * an SM: THREADS = 192 (a consumer warpgroup and two producer warps),
- * STAGES = A's ring (64 x 64 boxes), SMEM_BYTES = 1024 + STAGES * 8192 +
- * SB * max(BN * BK * 2, 16384) (B's and d's ring, SB = 3 for BN = 256, else
- * 4) + 32768 (two 64 x 128 out tiles) + (STAGES + SB) * 16. BN is the width of one
- * wgmma (m64nBNk16) per consumer warpgroup (64, 128, 192 or 256; 192: no
- * CLUSTER2, PAIRED or B2B; 224: SWAP only); a PAIRED row's block stores BN / 2 output
- * columns (the left and right halves of its B tile; BN / 2 - 8 when B is
- * [K, 2N] row-major and N % 8 != 0, see gemm_sm90.cu). A B2B
- * row computes gemm2_<dt> for N <= BN: its [128, N] intermediate stays in
- * registers, and d is streamed in [64, 128] tiles through the same stages.
+ * STAGES = the ring of A (two 64 x 64 boxes a stage) and d ([64, 128]
+ * chunks), SMEM_BYTES = 1024 + STAGES * 16384 + SB * BN * BK * 2 (B's
+ * ring, SB = 3 for BN = 256, else 4) + 32768 (two 64 x 128 out tiles) +
+ * (STAGES + SB) * 16. BN is the width of one wgmma (m64nBNk16) per
+ * consumer warpgroup (64, 128, 192 or 256; 192: no CLUSTER2, PAIRED or
+ * B2B; 224: SWAP only); a PAIRED row's block stores BN / 2 output columns
+ * (the left and right halves of its B tile; BN / 2 - 8 when B is [K, 2N]
+ * row-major and N % 8 != 0, see gemm_sm90.cu). A B2B row computes
+ * gemm2_<dt> for N <= BN: its [BM, N] intermediate stays in registers, and
+ * d is streamed in [64, 128] chunks through the stages.
  *
  * A SWAP row computes out^T = B A^T with the same main loop: its 128 tile
  * rows are B's (out's columns), its BN tile columns A's (out's rows, a
@@ -82,10 +83,10 @@
   /* (summed in parallel) only where the tuning cache asks: gemm_plan.c */                          \
   X(11, 128, 192, 64, 4, 384, 214896, FP_GEMM_CFG_SWAP | FP_GEMM_CFG_SPLIT_K)                      \
   X(12, 128, 224, 64, 3, 384, 202848, FP_GEMM_CFG_SWAP | FP_GEMM_CFG_SPLIT_K)                     \
-  /* gemm2 (b2b) in 64-row units for N <= 64 / 128 / 256 (STAGES: A's ring; B's: 4 / 4 / 3) */   \
-  X(13, 64, 64, 64, 16, 192, 230720, FP_GEMM_CFG_B2B)                                              \
-  X(14, 64, 128, 64, 16, 192, 230720, FP_GEMM_CFG_B2B)                                             \
-  X(15, 64, 256, 64, 12, 192, 230640, FP_GEMM_CFG_B2B)
+  /* gemm2 (b2b) in 64-row units for N <= 64 / 128 / 256 (STAGES: A's and d's ring) */           \
+  X(13, 64, 64, 64, 10, 192, 230624, FP_GEMM_CFG_B2B)                                              \
+  X(14, 64, 128, 64, 8, 192, 230592, FP_GEMM_CFG_B2B)                                              \
+  X(15, 64, 256, 64, 6, 192, 230544, FP_GEMM_CFG_B2B)
 /* clang-format on */
 
 #endif
