@@ -220,10 +220,14 @@ __global__ void __launch_bounds__(kThreads, 1)
  * H100; 1.24-1.44x slower than 64-row units on an H200). */
 template <int NI, int STAGES> struct Smem64 {
   static constexpr int kRows = 64;
-  static constexpr int SB = NI == 256 ? 3 : 4;  /* B's ring */
   static constexpr int kABox = kRows * kBK * 2; /* A: 64 rows x 64 k */
   static constexpr int kStageBytes = 2 * kABox; /* two A boxes, or d: 64 n x 128 p */
   static constexpr int kBBytes = NI * kBK * 2;  /* B: 64 k x NI */
+  /* B's ring: what the opt-in leaves, at most 8 stages */
+  static constexpr int kSBFit =
+      (kSmemLimit - 1024 - STAGES * kStageBytes - 2 * 2 * kEpiBoxBytes - 2 * (STAGES + 8) * 8) /
+      kBBytes;
+  static constexpr int SB = kSBFit > 8 ? 8 : kSBFit;
   static constexpr int kDBytes = kBK * kB2bBN2 * 2;
   static constexpr int kBOffset = STAGES * kStageBytes;
   static constexpr int kOutOffset = kBOffset + SB * kBBytes;

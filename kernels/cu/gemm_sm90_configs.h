@@ -12,7 +12,7 @@
  * an SM: THREADS = 192 (a consumer warpgroup and two producer warps),
  * STAGES = the ring of A (two 64 x 64 boxes a stage) and d ([64, 128]
  * chunks), SMEM_BYTES = 1024 + STAGES * 16384 + SB * BN * BK * 2 (B's
- * ring, SB = 3 for BN = 256, else 4) + 32768 (two 64 x 128 out tiles) +
+ * ring, SB = what the opt-in leaves, at most 8) + 32768 (two 64 x 128 out tiles) +
  * (STAGES + SB) * 16. BN is the width of one wgmma (m64nBNk16) per
  * consumer warpgroup (64, 128, 192 or 256; 192: no CLUSTER2, PAIRED or
  * B2B; 224: SWAP only); a PAIRED row's block stores BN / 2 output columns
@@ -84,9 +84,13 @@
   X(11, 128, 192, 64, 4, 384, 214896, FP_GEMM_CFG_SWAP | FP_GEMM_CFG_SPLIT_K)                      \
   X(12, 128, 224, 64, 3, 384, 202848, FP_GEMM_CFG_SWAP | FP_GEMM_CFG_SPLIT_K)                     \
   /* gemm2 (b2b) in 64-row units for N <= 64 / 128 / 256 (STAGES: A's and d's ring) */           \
-  X(13, 64, 64, 64, 10, 192, 230624, FP_GEMM_CFG_B2B)                                              \
-  X(14, 64, 128, 64, 8, 192, 230592, FP_GEMM_CFG_B2B)                                              \
-  X(15, 64, 256, 64, 6, 192, 230544, FP_GEMM_CFG_B2B)
+  X(13, 64, 64, 64, 10, 192, 230624, FP_GEMM_CFG_B2B)                                               \
+  X(14, 64, 128, 64, 6, 192, 230592, FP_GEMM_CFG_B2B)                                               \
+  X(15, 64, 256, 64, 6, 192, 230544, FP_GEMM_CFG_B2B)                                               \
+  X(16, 64, 128, 64, 4, 192, 230592, FP_GEMM_CFG_B2B)                                               \
+  X(17, 64, 128, 64, 8, 192, 230592, FP_GEMM_CFG_B2B)                                               \
+  X(18, 64, 64, 64, 6, 192, 197856, FP_GEMM_CFG_B2B)                                                \
+  X(19, 64, 256, 64, 4, 192, 230528, FP_GEMM_CFG_B2B)
 /* clang-format on */
 
 #endif
