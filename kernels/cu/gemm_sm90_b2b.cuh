@@ -251,7 +251,7 @@ template <int NI, int STAGES> struct Smem64 {
 /* the consumer warpgroup (warps 0-3), A and d's producer warp, B's producer warp */
 constexpr int kRows64Threads = 192;
 
-template <class T, int NI, int STAGES, bool kTransB>
+template <class T, int NI, int STAGES, int CL, bool kTransB>
 __global__ void __launch_bounds__(kRows64Threads, 1)
     gemm2_rows64_kernel(const __grid_constant__ CUtensorMap tma_a,
                         const __grid_constant__ CUtensorMap tma_b,
@@ -269,22 +269,43 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(sm.full_a(s), 1);
-      mbar_init(sm.empty_a(s), 4); /* the consumer warps */
+      mbar_init(sm.empty_a(s), 4 * CL); /* the consumer warps of every CTA it feeds */
     }
     for (int s = 0; s < SB; ++s) {
       mbar_init(sm.full_b(s), 1);
-      mbar_init(sm.empty_b(s), 4);
+      mbar_init(sm.empty_b(s), 4 * CL);
     }
     fence_mbar_init();
   }
-  __syncthreads();
+  if (CL > 1)
+    cluster_sync(); /* the peer's barriers exist before we multicast or arrive on them */
+  else
+    __syncthreads();
+  /* Clusters (CL = 2): the CTAs of a cluster take row tiles 2 c and 2 c + 1
+   * of the same P range, so they read the same B k-blocks and d chunks:
+   * box i of each is loaded once, by rank i % CL, into both (multicast),
+   * and every stage's release arrives in both CTAs (the rings run in step).
+   * Half the L2 reads of B and d, which bound the main loop: every CTA
+   * reads all of B (8192 x 128 x 4096 x 4096: 128 MiB of L2 reads for 64
+   * MiB of A). */
+  const uint32_t rank = CL > 1 ? cluster_ctarank() : 0u;
+  const int first = CL > 1 ? static_cast<int>(cluster_id_x()) : static_cast<int>(blockIdx.x);
+  const int step = CL > 1 ? static_cast<int>(cluster_count_x()) : static_cast<int>(gridDim.x);
+  const int cunits = args.units / CL; /* units of the cluster: CL row tiles, one P range */
+  const auto load_box = [&](uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c1,
+                            int i) {
+    if (CL == 1)
+      tma_load_2d(dst, map, bar, c0, c1);
+    else if (i % CL == static_cast<int>(rank))
+      tma_load_2d_multicast(dst, map, bar, c0, c1, static_cast<uint16_t>((1u << CL) - 1));
+  };
 
   if (threadIdx.x == 128) { /* A's and d's producer */
     tma_prefetch_map(&tma_a);
     tma_prefetch_map(&tma_d);
     Ring<STAGES> ring;
-    for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
-      const int tm = u / args.pgroups, pg = u % args.pgroups;
+    for (int cu = first; cu < cunits; cu += step) {
+      const int tm = cu / args.pgroups * CL + static_cast<int>(rank), pg = cu % args.pgroups;
       const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
       for (int kb = 0; kb < args.kblocks; kb += 2) { /* A, two k-blocks a stage */
         const int boxes = min(2, args.kblocks - kb);
@@ -304,8 +325,8 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
 #pragma unroll
           for (int i = 0; i < kB2bBN2 / 64; ++i) {
             const int col = pt * kB2bBN2 + i * 64;
-            tma_load_2d(sm.a(ring.stage) + i * 64 * kRowBytes, &tma_d, full, col < args.P ? col : 0,
-                        ch * kBK);
+            load_box(sm.a(ring.stage) + i * 64 * kRowBytes, &tma_d, full, col < args.P ? col : 0,
+                     ch * kBK, i);
           }
           ring.advance();
         }
@@ -314,7 +335,7 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
   if (threadIdx.x == 160) { /* B's producer */
     tma_prefetch_map(&tma_b);
     Ring<SB> ring;
-    for (int u = blockIdx.x; u < args.units; u += gridDim.x)
+    for (int cu = first; cu < cunits; cu += step)
       for (int kb = 0; kb < args.kblocks; ++kb) { /* B [K, NI] for the intermediate */
         producer_acquire<SB>(sm.empty_b(ring.stage), ring);
         const uint32_t full = sm.full_b(ring.stage);
@@ -324,15 +345,18 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
           const int col = BT::column(i, 0, args.N, args.N, NI, 0);
           const uint32_t dst = sm.b(ring.stage) + i * BT::kBoxBytes;
           if (kTransB)
-            tma_load_2d(dst, &tma_b, full, kb * kBK, col);
+            load_box(dst, &tma_b, full, kb * kBK, col, i);
           else
-            tma_load_2d(dst, &tma_b, full, col, kb * kBK);
+            load_box(dst, &tma_b, full, col, kb * kBK, i);
         }
         ring.advance();
       }
   }
-  if (threadIdx.x >= 128)
-    return; /* the producer warps; no block-wide barrier follows */
+  if (threadIdx.x >= 128) { /* the producer warps */
+    if (CL > 1)
+      cluster_sync(); /* no CTA leaves while its peer may still arrive on its barriers */
+    return;
+  }
 
   /* the consumer warpgroup */
   const int warp = threadIdx.x / 32;
@@ -347,8 +371,8 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
   Ring<STAGES> ring_a;
   Ring<SB> ring_b;
   int stored = 0; /* out tiles staged so far: the buffer parity */
-  for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
-    const int tm = u / args.pgroups, pg = u % args.pgroups;
+  for (int cu = first; cu < cunits; cu += step) {
+    const int tm = cu / args.pgroups * CL + static_cast<int>(rank), pg = cu % args.pgroups;
     const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
 #pragma unroll
     for (int i = 0; i < NI / 2; ++i)
@@ -372,9 +396,9 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
       wgmma_commit();
       if (kb > 0) {
         wgmma_wait<1>();
-        release_stage<1>(sm.empty_b(prev_b), lane);
+        release_stage<CL>(sm.empty_b(prev_b), lane);
         if (prev_ends_a)
-          release_stage<1>(sm.empty_a(prev_a), lane);
+          release_stage<CL>(sm.empty_a(prev_a), lane);
       }
       prev_b = ring_b.stage;
       prev_a = ring_a.stage;
@@ -386,8 +410,8 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
     wgmma_wait<0>();
     fence_operands(acc);
     if (prev_b >= 0) {
-      release_stage<1>(sm.empty_b(prev_b), lane);
-      release_stage<1>(sm.empty_a(prev_a), lane);
+      release_stage<CL>(sm.empty_b(prev_b), lane);
+      release_stage<CL>(sm.empty_a(prev_a), lane);
     }
     /* Round to T and pack (mma_sm90.cuh: a[0..3] of step s are accumulators
      * 8 s .. 8 s + 7). Columns >= N are zeroed: d's rows there are TMA
@@ -420,14 +444,14 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
           wgmma_commit();
           if (ch > 0) {
             wgmma_wait<1>();
-            release_stage<1>(sm.empty_a(prev), lane);
+            release_stage<CL>(sm.empty_a(prev), lane);
           }
           prev = ring_a.stage;
           ring_a.advance();
         }
       }
       wgmma_wait<0>();
-      release_stage<1>(sm.empty_a(prev), lane);
+      release_stage<CL>(sm.empty_a(prev), lane);
       fence_operands(acc2);
       const int row_base = tm * SmemT::kRows;
       if (tma_store) {
@@ -463,6 +487,8 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
   }
   if (elected && tma_store)
     bulk_wait<0>(); /* the staged stores are written (and their buffers read) before exit */
+  if (CL > 1)
+    cluster_sync();
 #else
   __trap(); /* built for sm_90a only */
 #endif

@@ -84,13 +84,13 @@
   X(11, 128, 192, 64, 4, 384, 214896, FP_GEMM_CFG_SWAP | FP_GEMM_CFG_SPLIT_K)                      \
   X(12, 128, 224, 64, 3, 384, 202848, FP_GEMM_CFG_SWAP | FP_GEMM_CFG_SPLIT_K)                     \
   /* gemm2 (b2b) in 64-row units for N <= 64 / 128 / 256 (STAGES: A's and d's ring) */           \
-  X(13, 64, 64, 64, 10, 192, 230624, FP_GEMM_CFG_B2B)                                               \
-  X(14, 64, 128, 64, 6, 192, 230592, FP_GEMM_CFG_B2B)                                               \
-  X(15, 64, 256, 64, 6, 192, 230544, FP_GEMM_CFG_B2B)                                               \
-  X(16, 64, 128, 64, 4, 192, 230592, FP_GEMM_CFG_B2B)                                               \
-  X(17, 64, 128, 64, 8, 192, 230592, FP_GEMM_CFG_B2B)                                               \
-  X(18, 64, 64, 64, 6, 192, 197856, FP_GEMM_CFG_B2B)                                                \
-  X(19, 64, 256, 64, 4, 192, 230528, FP_GEMM_CFG_B2B)
+  X(13, 64, 64, 64, 6, 192, 197856, FP_GEMM_CFG_B2B)                                                \
+  X(14, 64, 128, 64, 4, 192, 230592, FP_GEMM_CFG_B2B)                                               \
+  X(15, 64, 256, 64, 4, 192, 230528, FP_GEMM_CFG_B2B)                                               \
+  X(16, 64, 64, 64, 6, 192, 197856, FP_GEMM_CFG_B2B | FP_GEMM_CFG_CLUSTER2)                         \
+  X(17, 64, 128, 64, 4, 192, 230592, FP_GEMM_CFG_B2B | FP_GEMM_CFG_CLUSTER2)                        \
+  X(18, 64, 256, 64, 4, 192, 230528, FP_GEMM_CFG_B2B | FP_GEMM_CFG_CLUSTER2)                        \
+  X(19, 64, 128, 64, 6, 192, 230592, FP_GEMM_CFG_B2B | FP_GEMM_CFG_CLUSTER2)
 /* clang-format on */
 
 #endif
