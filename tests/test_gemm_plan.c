@@ -111,6 +111,17 @@ static void test_paired_and_b2b(void **state) {
         assert_int_equal(p.bn, n <= 128 ? 128 : 256);
       }
     }
+  /* 64-row units: one block an SM with the deep ring while one wave holds
+   * the units (8192 rows: 128 units on 132 SMs), two an SM past that */
+  for (int64_t m = 8192; m <= 16384 && fp_gemm_has_sm90(); m *= 2) {
+    fp_gemm_request r = req(1, m, 128, 1024, FP_EPI_NONE);
+    r.b2b = true;
+    r.P = 1024;
+    const fp_gemm_plan p = must_plan(&r, &h100, FP_GEMM_PATH_AUTO);
+    assert_int_equal(p.bm, 64);
+    assert_int_equal(p.bn, 128);
+    assert_int_equal(p.stages, m == 8192 ? 8 : 3);
+  }
 }
 
 /* Outside the skinny path a row is instantiated for paired epilogues or

@@ -529,9 +529,13 @@ static bool sm90_row_ok(const cfg_row *c, const fp_gemm_request *r, int64_t NB, 
  * intermediate (K deep) and multiplies it by d ([BN, P]); a row wider than N
  * multiplies zeros, so the narrowest row that holds N wins (on an H100, a
  * 256-wide row took 8192 x 128 x 4096 x 4096 in 128 us, two cuBLAS calls
- * 68 us), and the 64-row rows (gemm_sm90_configs.h) halve a wave's work. */
-static double b2b_cost(const cfg_row *c, const fp_gemm_request *r, int sms) {
-  const double waves = (double)ceil_div(ceil_div(r->M, c->bm), sms > 0 ? sms : 1);
+ * 68 us). The 64-row rows (gemm_sm90_configs.h) halve a wave's work and run
+ * two blocks an SM where shared memory holds two; on a tie (one wave either
+ * way) the deeper ring, listed first, wins. */
+static double b2b_cost(const cfg_row *c, const fp_gemm_request *r, const fp_gemm_device *d) {
+  const int sms = d->sm_count > 0 ? d->sm_count : 1;
+  const int per_sm = c->bm == 64 && 2 * ((uint64_t)c->smem + 1024) <= d->smem_optin + 1024 ? 2 : 1;
+  const double waves = (double)ceil_div(ceil_div(r->M, c->bm), (int64_t)sms * per_sm);
   return waves * (double)c->bm * (double)c->bn * (double)(r->K + r->P);
 }
 
@@ -614,7 +618,7 @@ bool fp_gemm_plan_make(const fp_gemm_request *r, const fp_gemm_device *d, fp_gem
                       : sm90 ? choose_split(c, r->M, NB, r->K, d->sm_count, r->im2col ? 2 : 4, 32)
                              : choose_split(c, r->M, NB, r->K, d->sm_count, 2, 4);
     const double cost =
-        r->b2b ? b2b_cost(c, r, d->sm_count)
+        r->b2b ? b2b_cost(c, r, d)
         : sm90 ? sm90_config_cost(c, r->M, NB, r->K, d->sm_count, split) * sm90_row_factor(c, r, NB)
                : config_cost(c, r->M, NB, r->K, d->sm_count, split);
     if (best == NULL || cost < best_cost) {

@@ -2,8 +2,7 @@
  * out = (A @ B) @ d with the intermediate kept in registers: gemm2_kernel
  * (128-row tiles, two consumer warpgroups) with its direct stores from
  * registers (store_direct, store_quad16), and gemm2_rows64_kernel (64-row
- * units, one consumer warpgroup, A and B in rings of their own, out by
- * TMA). The path's description is in
+ * units, one consumer warpgroup, out by TMA). The path's description is in
  * gemm_sm90.cu.
  *
  * A part of gemm_sm90.cu, not a header of its own: gemm_sm90.cu includes it
@@ -195,64 +194,60 @@ __global__ void __launch_bounds__(kThreads, 1)
  * as gemm2_kernel's): one consumer warpgroup computes the unit's [64, NI]
  * intermediate (wgmma m64nNIk16 from shared memory, K deep), rounds it
  * into register A fragments and multiplies it by d in [64 n, 128 p]
- * chunks (wgmma rs m64n128k16). Each 64 x 128 out tile is staged
- * (stmatrix, 128B swizzle) in one of two buffers and written by TMA, so the
+ * chunks (wgmma rs m64n128k16); one producer warp issues the TMA loads of
+ * both phases into one ring of stages. Each 64 x 128 out tile is staged
+ * (stmatrix, 128B swizzle) in one of 2-4 buffers and written by TMA, so the
  * warpgroup goes on to the next tile's wgmmas while the copy engine writes
  * (out not 16-byte aligned or P % 8 != 0: stored from registers instead).
- *
- * Two rings, each with its own producer warp (one thread issues). The
- * first holds 16 KiB stages: two of A's 64 x 64 boxes (two k-blocks, read
- * from memory), then, once the unit's A is in, d's [64 n, 128 p] chunks;
- * the second holds B's k-blocks (read from L2: every unit reads the same
- * B). With one ring of A and B stages together, B took two thirds of the
- * stages and A's reads waited on their latency (8192 x 128 x 4096 x 4096,
- * 8 stages: ncu 48% DRAM, 38% tensor pipe; 53.8 us against two cuBLAS
- * calls' 55.2 on an H200); a ring of 8 KiB A stages that left d to B's
- * short ring starved the d phase (66.6 us). Now 6-10 stages hold 96-160 KiB
- * of A or d in flight an SM, and A's producer reads the next unit's rows
- * while the warpgroup multiplies by d.
  *
  * Why 64 rows: these GEMMs move A in and out out (N <= 256 makes both
  * phases about as long in memory as in the tensor cores), so what matters
  * is that every SM streams. 128-row tiles left half the SMs idle at M =
  * 8192 (64 tiles for 132 SMs) or, with the P range split over two blocks,
- * computed every intermediate twice (0.77-0.87x two cuBLAS calls on an
- * H100; 1.24-1.44x slower than 64-row units on an H200). */
+ * computed every intermediate twice; 64-row units give each SM its own
+ * rows, and where smem allows two blocks an SM (Smem64::kBlocksPerSm) one
+ * block's writes overlap the other's reads.
+ *
+ * What did not pay (H200, 8192 x 128 x 4096 x 4096 at 53.8 us with this
+ * kernel; ncu: 48% of DRAM, 38% of the tensor pipe, 69% of L2): A in a
+ * deep ring of its own and B in a short one (a producer warp each: 62.6
+ * us; B's ring of 4-8 stages decides it, 8 gets back to 53.5: every block
+ * reads all of B from L2, and its latency, not A's, paces the main loop),
+ * and clusters of two row tiles that multicast B and d (56.1 us; 49.6
+ * against 66.9 at 8192 x 200 x 1000 x 3000 only). */
 template <int NI, int STAGES> struct Smem64 {
   static constexpr int kRows = 64;
-  static constexpr int kABox = kRows * kBK * 2; /* A: 64 rows x 64 k */
-  static constexpr int kStageBytes = 2 * kABox; /* two A boxes, or d: 64 n x 128 p */
-  static constexpr int kBBytes = NI * kBK * 2;  /* B: 64 k x NI */
-  /* B's ring: what the opt-in leaves, at most 8 stages */
-  static constexpr int kSBFit =
-      (kSmemLimit - 1024 - STAGES * kStageBytes - 2 * 2 * kEpiBoxBytes - 2 * (STAGES + 8) * 8) /
-      kBBytes;
-  static constexpr int SB = kSBFit > 8 ? 8 : kSBFit;
-  static constexpr int kDBytes = kBK * kB2bBN2 * 2;
-  static constexpr int kBOffset = STAGES * kStageBytes;
-  static constexpr int kOutOffset = kBOffset + SB * kBBytes;
+  static constexpr int kABytes = kRows * kBK * 2;   /* A: 64 rows x 64 k */
+  static constexpr int kBBytes = NI * kBK * 2;      /* B: 64 k x NI */
+  static constexpr int kDBytes = kBK * kB2bBN2 * 2; /* d: 64 n x 128 p, two 64-column boxes */
+  static constexpr int kStageBytes = kABytes + kBBytes > kDBytes ? kABytes + kBBytes : kDBytes;
+  static constexpr int kOutOffset = STAGES * kStageBytes;
   static constexpr int kOutBufBytes = 2 * kEpiBoxBytes; /* an out tile: two 64 x 64 boxes */
-  static constexpr int kBarOffset = kOutOffset + 2 * kOutBufBytes;
-  static constexpr int kBytes = 1024 + kBarOffset + 2 * (STAGES + SB) * 8;
-  static_assert(kDBytes == kStageBytes && kBBytes % 1024 == 0 && kBytes <= kSmemLimit,
-                "1024-aligned stages that fit");
+  /* two blocks an SM where two fit beside two out buffers each (228 KiB an
+   * SM, 1 KiB of it reserved per block); then as many out buffers (2 to 4)
+   * as fit: more tiles in flight to memory */
+  static constexpr int kFixed = 1024 + kOutOffset + STAGES * 16;
+  static constexpr int kBlocksPerSm = 2 * (kFixed + 2 * kOutBufBytes + 1024) <= 233472 ? 2 : 1;
+  static constexpr int kRoom = (kBlocksPerSm == 2 ? 233472 / 2 - 1024 : kSmemLimit) - kFixed;
+  static constexpr int kOutBufs = kRoom / kOutBufBytes > 4 ? 4 : kRoom / kOutBufBytes;
+  static constexpr int kBarOffset = kOutOffset + kOutBufs * kOutBufBytes;
+  static constexpr int kBytes = 1024 + kBarOffset + STAGES * 16;
+  static_assert(kStageBytes % 1024 == 0, "swizzled tiles stay 1024-aligned");
+  static_assert(kOutBufs >= 2 && kBytes <= kSmemLimit, "two out buffers at least");
 
   uint32_t base;
   __device__ uint32_t a(int s) const { return base + s * kStageBytes; }
-  __device__ uint32_t b(int s) const { return base + kBOffset + s * kBBytes; }
+  __device__ uint32_t b(int s) const { return base + s * kStageBytes + kABytes; }
   __device__ uint32_t out(int buf, int i) const {
     return base + kOutOffset + buf * kOutBufBytes + i * kEpiBoxBytes;
   }
-  __device__ uint32_t full_a(int s) const { return base + kBarOffset + 8 * s; }
-  __device__ uint32_t empty_a(int s) const { return base + kBarOffset + 8 * (STAGES + s); }
-  __device__ uint32_t full_b(int s) const { return base + kBarOffset + 8 * (2 * STAGES + s); }
-  __device__ uint32_t empty_b(int s) const { return base + kBarOffset + 8 * (2 * STAGES + SB + s); }
+  __device__ uint32_t full(int s) const { return base + kBarOffset + 8 * s; }
+  __device__ uint32_t empty(int s) const { return base + kBarOffset + 8 * (STAGES + s); }
 };
-/* the consumer warpgroup (warps 0-3), A and d's producer warp, B's producer warp */
-constexpr int kRows64Threads = 192;
+constexpr int kRows64Threads = 160; /* a consumer warpgroup (warps 0-3) + a producer warp */
 
-template <class T, int NI, int STAGES, int CL, bool kTransB>
-__global__ void __launch_bounds__(kRows64Threads, 1)
+template <class T, int NI, int STAGES, bool kTransB>
+__global__ void __launch_bounds__(kRows64Threads, Smem64<NI, STAGES>::kBlocksPerSm)
     gemm2_rows64_kernel(const __grid_constant__ CUtensorMap tma_a,
                         const __grid_constant__ CUtensorMap tma_b,
                         const __grid_constant__ CUtensorMap tma_d,
@@ -260,7 +255,6 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
                         int tma_store) {
 #if FP_SM90A
   using SmemT = Smem64<NI, STAGES>;
-  constexpr int SB = SmemT::SB;
   using BT = BTile<NI, kTransB, false>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = align1024(smem_raw);
@@ -268,94 +262,55 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(sm.full_a(s), 1);
-      mbar_init(sm.empty_a(s), 4 * CL); /* the consumer warps of every CTA it feeds */
-    }
-    for (int s = 0; s < SB; ++s) {
-      mbar_init(sm.full_b(s), 1);
-      mbar_init(sm.empty_b(s), 4 * CL);
+      mbar_init(sm.full(s), 1);
+      mbar_init(sm.empty(s), 4); /* the consumer warps */
     }
     fence_mbar_init();
   }
-  if (CL > 1)
-    cluster_sync(); /* the peer's barriers exist before we multicast or arrive on them */
-  else
-    __syncthreads();
-  /* Clusters (CL = 2): the CTAs of a cluster take row tiles 2 c and 2 c + 1
-   * of the same P range, so they read the same B k-blocks and d chunks:
-   * box i of each is loaded once, by rank i % CL, into both (multicast),
-   * and every stage's release arrives in both CTAs (the rings run in step).
-   * Half the L2 reads of B and d, which bound the main loop: every CTA
-   * reads all of B (8192 x 128 x 4096 x 4096: 128 MiB of L2 reads for 64
-   * MiB of A). */
-  const uint32_t rank = CL > 1 ? cluster_ctarank() : 0u;
-  const int first = CL > 1 ? static_cast<int>(cluster_id_x()) : static_cast<int>(blockIdx.x);
-  const int step = CL > 1 ? static_cast<int>(cluster_count_x()) : static_cast<int>(gridDim.x);
-  const int cunits = args.units / CL; /* units of the cluster: CL row tiles, one P range */
-  const auto load_box = [&](uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c1,
-                            int i) {
-    if (CL == 1)
-      tma_load_2d(dst, map, bar, c0, c1);
-    else if (i % CL == static_cast<int>(rank))
-      tma_load_2d_multicast(dst, map, bar, c0, c1, static_cast<uint16_t>((1u << CL) - 1));
-  };
+  __syncthreads();
 
-  if (threadIdx.x == 128) { /* A's and d's producer */
-    tma_prefetch_map(&tma_a);
-    tma_prefetch_map(&tma_d);
-    Ring<STAGES> ring;
-    for (int cu = first; cu < cunits; cu += step) {
-      const int tm = cu / args.pgroups * CL + static_cast<int>(rank), pg = cu % args.pgroups;
-      const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
-      for (int kb = 0; kb < args.kblocks; kb += 2) { /* A, two k-blocks a stage */
-        const int boxes = min(2, args.kblocks - kb);
-        producer_acquire<STAGES>(sm.empty_a(ring.stage), ring);
-        const uint32_t full = sm.full_a(ring.stage);
-        mbar_arrive_expect_tx(full, boxes * SmemT::kABox);
-        for (int i = 0; i < boxes; ++i)
-          tma_load_2d(sm.a(ring.stage) + i * SmemT::kABox, &tma_a, full, (kb + i) * kBK,
-                      tm * SmemT::kRows);
-        ring.advance();
-      }
-      for (int pt = pt0; pt < pt1; ++pt) /* then d, [64 n, 128 p] per stage */
-        for (int ch = 0; ch < args.nchunks; ++ch) {
-          producer_acquire<STAGES>(sm.empty_a(ring.stage), ring);
-          const uint32_t full = sm.full_a(ring.stage);
-          mbar_arrive_expect_tx(full, SmemT::kDBytes);
+  if (threadIdx.x >= 128) { /* the producer warp: one thread issues */
+    if (threadIdx.x == 128) {
+      tma_prefetch_map(&tma_a);
+      tma_prefetch_map(&tma_b);
+      tma_prefetch_map(&tma_d);
+      Ring<STAGES> ring;
+      for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
+        const int tm = u / args.pgroups, pg = u % args.pgroups;
+        const int pt0 = pg * args.ptiles / args.pgroups,
+                  pt1 = (pg + 1) * args.ptiles / args.pgroups;
+        for (int kb = 0; kb < args.kblocks; ++kb) { /* the intermediate [64, NI] */
+          producer_acquire<STAGES>(sm.empty(ring.stage), ring);
+          const uint32_t full = sm.full(ring.stage);
+          mbar_arrive_expect_tx(full, SmemT::kABytes + SmemT::kBBytes);
+          tma_load_2d(sm.a(ring.stage), &tma_a, full, kb * kBK, tm * SmemT::kRows);
 #pragma unroll
-          for (int i = 0; i < kB2bBN2 / 64; ++i) {
-            const int col = pt * kB2bBN2 + i * 64;
-            load_box(sm.a(ring.stage) + i * 64 * kRowBytes, &tma_d, full, col < args.P ? col : 0,
-                     ch * kBK, i);
+          for (int i = 0; i < BT::kBoxes; ++i) {
+            const int col = BT::column(i, 0, args.N, args.N, NI, 0);
+            const uint32_t dst = sm.b(ring.stage) + i * BT::kBoxBytes;
+            if (kTransB)
+              tma_load_2d(dst, &tma_b, full, kb * kBK, col);
+            else
+              tma_load_2d(dst, &tma_b, full, col, kb * kBK);
           }
           ring.advance();
         }
-    }
-  }
-  if (threadIdx.x == 160) { /* B's producer */
-    tma_prefetch_map(&tma_b);
-    Ring<SB> ring;
-    for (int cu = first; cu < cunits; cu += step)
-      for (int kb = 0; kb < args.kblocks; ++kb) { /* B [K, NI] for the intermediate */
-        producer_acquire<SB>(sm.empty_b(ring.stage), ring);
-        const uint32_t full = sm.full_b(ring.stage);
-        mbar_arrive_expect_tx(full, SmemT::kBBytes);
+        for (int pt = pt0; pt < pt1; ++pt) /* then d, [64 n, 128 p] per stage */
+          for (int ch = 0; ch < args.nchunks; ++ch) {
+            producer_acquire<STAGES>(sm.empty(ring.stage), ring);
+            const uint32_t full = sm.full(ring.stage);
+            mbar_arrive_expect_tx(full, SmemT::kDBytes);
 #pragma unroll
-        for (int i = 0; i < BT::kBoxes; ++i) {
-          const int col = BT::column(i, 0, args.N, args.N, NI, 0);
-          const uint32_t dst = sm.b(ring.stage) + i * BT::kBoxBytes;
-          if (kTransB)
-            load_box(dst, &tma_b, full, kb * kBK, col, i);
-          else
-            load_box(dst, &tma_b, full, col, kb * kBK, i);
-        }
-        ring.advance();
+            for (int i = 0; i < kB2bBN2 / 64; ++i) {
+              const int col = pt * kB2bBN2 + i * 64;
+              tma_load_2d(sm.a(ring.stage) + i * 64 * kRowBytes, &tma_d, full,
+                          col < args.P ? col : 0, ch * kBK);
+            }
+            ring.advance();
+          }
       }
-  }
-  if (threadIdx.x >= 128) { /* the producer warps */
-    if (CL > 1)
-      cluster_sync(); /* no CTA leaves while its peer may still arrive on its barriers */
-    return;
+    }
+    return; /* no block-wide barrier follows */
   }
 
   /* the consumer warpgroup */
@@ -368,54 +323,37 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
   float acc[NI / 2];
   uint32_t afrag[NI / 16][4]; /* the rounded intermediate as wgmma A fragments, k16 step s */
   float acc2[kB2bBN2 / 2];
-  Ring<STAGES> ring_a;
-  Ring<SB> ring_b;
-  int stored = 0; /* out tiles staged so far: the buffer parity */
-  for (int cu = first; cu < cunits; cu += step) {
-    const int tm = cu / args.pgroups * CL + static_cast<int>(rank), pg = cu % args.pgroups;
+  Ring<STAGES> ring;
+  int stored = 0; /* out tiles staged so far: the next buffer */
+  for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
+    const int tm = u / args.pgroups, pg = u % args.pgroups;
     const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
 #pragma unroll
     for (int i = 0; i < NI / 2; ++i)
       acc[i] = 0.0f;
-    /* k-block kb: A box kb % 2 of an A stage, B stage of its own; one wgmma
-     * group a k-block in flight, its stages released once the next group is
-     * issued and it retired (the A stage after its second box) */
-    int prev_b = -1, prev_a = -1;
-    bool prev_ends_a = false;
-    for (int kb = 0; kb < args.kblocks; ++kb) {
-      const int half = kb & 1;
-      if (half == 0)
-        mbar_wait(sm.full_a(ring_a.stage), ring_a.phase);
-      mbar_wait(sm.full_b(ring_b.stage), ring_b.phase);
-      const uint32_t a_box = sm.a(ring_a.stage) + half * SmemT::kABox;
+    int prev = -1;
+    for (int it = 0; it < args.kblocks; ++it) {
+      mbar_wait(sm.full(ring.stage), ring.phase);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kBK / 16; ++kk)
-        Wgmma<NI, T>::template ss<kWgmmaTransB>(acc, desc_a(a_box, kk),
-                                                desc_b<kTransB>(sm.b(ring_b.stage), kk), 1);
+        Wgmma<NI, T>::template ss<kWgmmaTransB>(acc, desc_a(sm.a(ring.stage), kk),
+                                                desc_b<kTransB>(sm.b(ring.stage), kk), 1);
       wgmma_commit();
-      if (kb > 0) {
+      if (it > 0) {
         wgmma_wait<1>();
-        release_stage<CL>(sm.empty_b(prev_b), lane);
-        if (prev_ends_a)
-          release_stage<CL>(sm.empty_a(prev_a), lane);
+        release_stage<1>(sm.empty(prev), lane);
       }
-      prev_b = ring_b.stage;
-      prev_a = ring_a.stage;
-      prev_ends_a = half == 1 || kb + 1 == args.kblocks;
-      ring_b.advance();
-      if (prev_ends_a)
-        ring_a.advance();
+      prev = ring.stage;
+      ring.advance();
     }
     wgmma_wait<0>();
     fence_operands(acc);
-    if (prev_b >= 0) {
-      release_stage<CL>(sm.empty_b(prev_b), lane);
-      release_stage<CL>(sm.empty_a(prev_a), lane);
-    }
-    /* Round to T and pack (mma_sm90.cuh: a[0..3] of step s are accumulators
-     * 8 s .. 8 s + 7). Columns >= N are zeroed: d's rows there are TMA
-     * zeros, and 0 * (a clamped box's values) must not make NaN. */
+    if (prev >= 0)
+      release_stage<1>(sm.empty(prev), lane);
+      /* Round to T and pack (mma_sm90.cuh: a[0..3] of step s are accumulators
+       * 8 s .. 8 s + 7). Columns >= N are zeroed: d's rows there are TMA
+       * zeros, and 0 * (a clamped box's values) must not make NaN. */
 #pragma unroll
     for (int s = 0; s < NI / 16; ++s) {
       const int c = 16 * s + 2 * (lane % 4);
@@ -431,12 +369,12 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
 #pragma unroll
       for (int i = 0; i < kB2bBN2 / 2; ++i)
         acc2[i] = 0.0f;
-      int prev = 0;
+      int prev2 = 0;
 #pragma unroll
       for (int ch = 0; ch < NI / 64; ++ch) {
         if (ch < args.nchunks) {
-          mbar_wait(sm.full_a(ring_a.stage), ring_a.phase);
-          const uint32_t d = sm.a(ring_a.stage);
+          mbar_wait(sm.full(ring.stage), ring.phase);
+          const uint32_t d = sm.a(ring.stage);
           wgmma_fence();
 #pragma unroll
           for (int kk = 0; kk < kBK / 16; ++kk)
@@ -444,20 +382,20 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
           wgmma_commit();
           if (ch > 0) {
             wgmma_wait<1>();
-            release_stage<CL>(sm.empty_a(prev), lane);
+            release_stage<1>(sm.empty(prev2), lane);
           }
-          prev = ring_a.stage;
-          ring_a.advance();
+          prev2 = ring.stage;
+          ring.advance();
         }
       }
       wgmma_wait<0>();
-      release_stage<CL>(sm.empty_a(prev), lane);
+      release_stage<1>(sm.empty(prev2), lane);
       fence_operands(acc2);
       const int row_base = tm * SmemT::kRows;
       if (tma_store) {
-        const int buf = stored & 1;
-        if (elected)
-          bulk_wait_read<1>(); /* the copies of two tiles ago have read this buffer */
+        const int buf = stored % SmemT::kOutBufs;
+        if (elected) /* the copies of kOutBufs tiles ago have read this buffer */
+          bulk_wait_read<SmemT::kOutBufs - 1>();
         named_sync(1, 128);
         stage_chunk<T, kB2bBN2>(sm.out(buf, 0), acc2, 0, warp, lane);
         stage_chunk<T, kB2bBN2>(sm.out(buf, 1), acc2, 1, warp, lane);
@@ -487,8 +425,6 @@ __global__ void __launch_bounds__(kRows64Threads, 1)
   }
   if (elected && tma_store)
     bulk_wait<0>(); /* the staged stores are written (and their buffers read) before exit */
-  if (CL > 1)
-    cluster_sync();
 #else
   __trap(); /* built for sm_90a only */
 #endif

@@ -5,21 +5,22 @@
  *
  *   X(INDEX, BM, BN, BK, STAGES, THREADS, SMEM_BYTES, FLAGS)
  *
- * Every row but the last three: BM = 128 (two consumer warpgroups of 64
+ * Every row but the last five: BM = 128 (two consumer warpgroups of 64
  * rows; one producer warpgroup issues TMA), BK = 64 (one 128-byte swizzle
- * row of 16-bit values), THREADS = 384, a persistent grid. Rows 13-15 are
- * gemm2 in 64-row units (gemm2_rows64_kernel, gemm_sm90_b2b.cuh), one block
- * an SM: THREADS = 192 (a consumer warpgroup and two producer warps),
- * STAGES = the ring of A (two 64 x 64 boxes a stage) and d ([64, 128]
- * chunks), SMEM_BYTES = 1024 + STAGES * 16384 + SB * BN * BK * 2 (B's
- * ring, SB = what the opt-in leaves, at most 8) + 32768 (two 64 x 128 out tiles) +
- * (STAGES + SB) * 16. BN is the width of one wgmma (m64nBNk16) per
- * consumer warpgroup (64, 128, 192 or 256; 192: no CLUSTER2, PAIRED or
- * B2B; 224: SWAP only); a PAIRED row's block stores BN / 2 output columns
- * (the left and right halves of its B tile; BN / 2 - 8 when B is [K, 2N]
- * row-major and N % 8 != 0, see gemm_sm90.cu). A B2B row computes
- * gemm2_<dt> for N <= BN: its [BM, N] intermediate stays in registers, and
- * d is streamed in [64, 128] chunks through the stages.
+ * row of 16-bit values), THREADS = 384, a persistent grid. Rows 13-17 are
+ * gemm2 in 64-row units (gemm2_rows64_kernel, gemm_sm90_b2b.cuh): THREADS =
+ * 160 (one consumer warpgroup and a producer warp), SMEM_BYTES = 1024 +
+ * STAGES * max((64 + BN) * BK * 2, 16384) (a stage holds A and B, or one
+ * [64, 128] d chunk) + B * 16384 (B buffers of a 64 x 128 out tile) +
+ * STAGES * 16: two blocks an SM with B = 2 where that fits 228 KiB, else
+ * one with B = as many as fit the opt-in, at most 4 (gemm_sm90_b2b.cuh).
+ * BN is the width of one wgmma (m64nBNk16) per consumer warpgroup (64,
+ * 128, 192 or 256; 192: no CLUSTER2, PAIRED or B2B; 224: SWAP only); a
+ * PAIRED row's block stores BN / 2 output columns (the left and right
+ * halves of its B tile; BN / 2 - 8 when B is [K, 2N] row-major and N % 8
+ * != 0, see gemm_sm90.cu). A B2B row computes gemm2_<dt> for N <= BN: its
+ * [BM, N] intermediate stays in registers, and d is streamed in [64, 128]
+ * chunks through the same stages.
  *
  * A SWAP row computes out^T = B A^T with the same main loop: its 128 tile
  * rows are B's (out's columns), its BN tile columns A's (out's rows, a
@@ -83,14 +84,13 @@
   /* (summed in parallel) only where the tuning cache asks: gemm_plan.c */                          \
   X(11, 128, 192, 64, 4, 384, 214896, FP_GEMM_CFG_SWAP | FP_GEMM_CFG_SPLIT_K)                      \
   X(12, 128, 224, 64, 3, 384, 202848, FP_GEMM_CFG_SWAP | FP_GEMM_CFG_SPLIT_K)                     \
-  /* gemm2 (b2b) in 64-row units for N <= 64 / 128 / 256 (STAGES: A's and d's ring) */           \
-  X(13, 64, 64, 64, 6, 192, 197856, FP_GEMM_CFG_B2B)                                                \
-  X(14, 64, 128, 64, 4, 192, 230592, FP_GEMM_CFG_B2B)                                               \
-  X(15, 64, 256, 64, 4, 192, 230528, FP_GEMM_CFG_B2B)                                               \
-  X(16, 64, 64, 64, 6, 192, 197856, FP_GEMM_CFG_B2B | FP_GEMM_CFG_CLUSTER2)                         \
-  X(17, 64, 128, 64, 4, 192, 230592, FP_GEMM_CFG_B2B | FP_GEMM_CFG_CLUSTER2)                        \
-  X(18, 64, 256, 64, 4, 192, 230528, FP_GEMM_CFG_B2B | FP_GEMM_CFG_CLUSTER2)                        \
-  X(19, 64, 128, 64, 6, 192, 230592, FP_GEMM_CFG_B2B | FP_GEMM_CFG_CLUSTER2)
+  /* gemm2 (b2b) in 64-row units, N <= 64 / 128 / 256: deep rings one block an SM, */             \
+  /* shallow ones two (the planner takes two an SM where one wave of one leaves rows over) */      \
+  X(13, 64, 64, 64, 8, 160, 197760, FP_GEMM_CFG_B2B)                                               \
+  X(14, 64, 64, 64, 4, 160, 99392, FP_GEMM_CFG_B2B)                                                \
+  X(15, 64, 128, 64, 8, 160, 230528, FP_GEMM_CFG_B2B)                                              \
+  X(16, 64, 128, 64, 3, 160, 107568, FP_GEMM_CFG_B2B)                                              \
+  X(17, 64, 256, 64, 4, 160, 230464, FP_GEMM_CFG_B2B)
 /* clang-format on */
 
 #endif

@@ -404,11 +404,11 @@ cudaError_t launch_gemm2(const Problem2 &p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <class T, int NI, int STAGES, int CL, bool kTransB>
+template <class T, int NI, int STAGES, bool kTransB>
 cudaError_t launch_gemm2_rows64(const Problem2 &p, cudaStream_t stream) {
   using SmemT = Smem64<NI, STAGES>;
   constexpr int kSmem = SmemT::kBytes;
-  auto kernel = gemm2_rows64_kernel<T, NI, STAGES, CL, kTransB>;
+  auto kernel = gemm2_rows64_kernel<T, NI, STAGES, kTransB>;
   static KernelOnce<decltype(kernel)> once;
 
   int sms = 0;
@@ -421,44 +421,10 @@ cudaError_t launch_gemm2_rows64(const Problem2 &p, cudaStream_t stream) {
   args.N = static_cast<int>(p.N);
   args.P = static_cast<int>(p.P);
   args.mtiles = static_cast<int>((p.M + SmemT::kRows - 1) / SmemT::kRows);
-  if (args.mtiles % CL != 0)
-    return cudaErrorInvalidValue; /* a cluster takes CL row tiles (the planner's rule) */
   args.ptiles = static_cast<int>((p.P + kB2bBN2 - 1) / kB2bBN2);
   args.kblocks = static_cast<int>((p.K + kBK - 1) / kBK);
   args.nchunks = static_cast<int>((p.N + kBK - 1) / kBK);
-  /* one CTA an SM; with clusters, as many as fit at once */
-  long long slots = sms;
-  if (CL > 1) {
-    int dev = 0;
-    e = cudaGetDevice(&dev);
-    if (e != cudaSuccess)
-      return e;
-    e = prepare(once, kernel, kSmem);
-    if (e != cudaSuccess)
-      return e;
-    int fit = dev < KernelOnce<decltype(kernel)>::kMaxDev ? once.max_clusters[dev].load() : 0;
-    if (fit == 0) {
-      cudaLaunchConfig_t q = {};
-      cudaLaunchAttribute qa[1];
-      qa[0].id = cudaLaunchAttributeClusterDimension;
-      qa[0].val.clusterDim.x = CL;
-      qa[0].val.clusterDim.y = 1;
-      qa[0].val.clusterDim.z = 1;
-      q.gridDim = dim3(static_cast<unsigned>(sms / CL * CL));
-      q.blockDim = dim3(kRows64Threads);
-      q.dynamicSmemBytes = kSmem;
-      q.attrs = qa;
-      q.numAttrs = 1;
-      e = cudaOccupancyMaxActiveClusters(&fit, kernel, &q);
-      if (e != cudaSuccess)
-        return e;
-      if (fit <= 0)
-        return cudaErrorInvalidConfiguration;
-      if (dev < KernelOnce<decltype(kernel)>::kMaxDev)
-        once.max_clusters[dev].store(fit);
-    }
-    slots = static_cast<long long>(fit) * CL;
-  }
+  const long long slots = static_cast<long long>(sms) * SmemT::kBlocksPerSm;
   args.pgroups = choose_pgroups(args.mtiles, args.ptiles, args.kblocks, args.nchunks, NI / 64,
                                 kB2bBN2 / 64, slots);
   const long long units = static_cast<long long>(args.mtiles) * args.pgroups;
@@ -480,20 +446,10 @@ cudaError_t launch_gemm2_rows64(const Problem2 &p, cudaStream_t stream) {
     e = prepare(once, kernel, kSmem);
   if (e != cudaSuccess)
     return e;
-  const long long ctas = units < slots ? units : slots;
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = CL;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.gridDim = dim3(static_cast<unsigned>(ctas / CL * CL));
-  cfg.blockDim = dim3(kRows64Threads);
-  cfg.dynamicSmemBytes = kSmem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = CL > 1 ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, ta, tb, td, to, args, tma_store);
+  const long long grid = units < slots ? units : slots;
+  kernel<<<static_cast<unsigned>(grid), kRows64Threads, kSmem, stream>>>(ta, tb, td, to, args,
+                                                                         tma_store);
+  return cudaGetLastError();
 }
 
 template <int BM, int BN, int STAGES, unsigned FLAGS>
@@ -501,14 +457,13 @@ cudaError_t run2_row(const Problem2 &p, cudaStream_t stream) {
   if constexpr ((FLAGS & FP_GEMM_CFG_B2B) == 0) {
     return cudaErrorInvalidValue; /* a gemm row */
   } else if constexpr (BM == 64) {
-    constexpr int CL = (FLAGS & FP_GEMM_CFG_CLUSTER2) ? 2 : 1;
     if (p.N > BN)
       return cudaErrorInvalidValue;
     if (p.dtype == Storage<__half>::kDtype)
-      return p.trans_b ? launch_gemm2_rows64<__half, BN, STAGES, CL, true>(p, stream)
-                       : launch_gemm2_rows64<__half, BN, STAGES, CL, false>(p, stream);
-    return p.trans_b ? launch_gemm2_rows64<__nv_bfloat16, BN, STAGES, CL, true>(p, stream)
-                     : launch_gemm2_rows64<__nv_bfloat16, BN, STAGES, CL, false>(p, stream);
+      return p.trans_b ? launch_gemm2_rows64<__half, BN, STAGES, true>(p, stream)
+                       : launch_gemm2_rows64<__half, BN, STAGES, false>(p, stream);
+    return p.trans_b ? launch_gemm2_rows64<__nv_bfloat16, BN, STAGES, true>(p, stream)
+                     : launch_gemm2_rows64<__nv_bfloat16, BN, STAGES, false>(p, stream);
   } else {
     if (p.N > BN)
       return cudaErrorInvalidValue;
@@ -528,9 +483,8 @@ constexpr bool row_ok() {
                         : (FLAGS & FP_GEMM_CFG_SWAP)   ? (BN + 63) / 64 * 64
                                                        : BN;
   if constexpr (BM == 64) /* gemm2_rows64_kernel */
-    return (FLAGS & ~FP_GEMM_CFG_CLUSTER2) == FP_GEMM_CFG_B2B && BK == kBK &&
-           THREADS == kRows64Threads && (BN == 64 || BN == 128 || BN == 256) &&
-           SMEM == Smem64<BN, STAGES>::kBytes;
+    return (FLAGS == FP_GEMM_CFG_B2B) && BK == kBK && THREADS == kRows64Threads &&
+           (BN == 64 || BN == 128 || BN == 256) && SMEM == Smem64<BN, STAGES>::kBytes;
   else
     return BM == kBM && BK == kBK && THREADS == kThreads &&
            SMEM == Smem<BN, STAGES, kOutC>::kBytes &&
@@ -581,9 +535,8 @@ template <class T, class Epi, int BN, int STAGES, unsigned FLAGS> void stubs_epi
 }
 template <class T, int BM, int BN, int STAGES, unsigned FLAGS> void stubs_t(StubList &l) {
   if constexpr ((FLAGS & FP_GEMM_CFG_B2B) != 0 && BM == 64) {
-    constexpr int CL = (FLAGS & FP_GEMM_CFG_CLUSTER2) ? 2 : 1;
-    l.add(reinterpret_cast<const void *>(gemm2_rows64_kernel<T, BN, STAGES, CL, false>));
-    l.add(reinterpret_cast<const void *>(gemm2_rows64_kernel<T, BN, STAGES, CL, true>));
+    l.add(reinterpret_cast<const void *>(gemm2_rows64_kernel<T, BN, STAGES, false>));
+    l.add(reinterpret_cast<const void *>(gemm2_rows64_kernel<T, BN, STAGES, true>));
   } else if constexpr ((FLAGS & FP_GEMM_CFG_B2B) != 0) {
     l.add(reinterpret_cast<const void *>(gemm2_kernel<T, BN, STAGES, false>));
     l.add(reinterpret_cast<const void *>(gemm2_kernel<T, BN, STAGES, true>));
