@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(kThreads, 1)
  * warpgroup goes on to the next tile's wgmmas while the copy engine writes
  * (out not 16-byte aligned or P % 8 != 0: stored from registers instead).
  *
- * Why 64 rows: these GEMMs move A in and out out (N <= 256 makes both
+ * Why 64 rows: these GEMMs read A and write out (N <= 256 makes both
  * phases about as long in memory as in the tensor cores), so what matters
  * is that every SM streams. 128-row tiles left half the SMs idle at M =
  * 8192 (64 tiles for 132 SMs) or, with the P range split over two blocks,
@@ -213,8 +213,9 @@ __global__ void __launch_bounds__(kThreads, 1)
  * deep ring of its own and B in a short one (a producer warp each: 62.6
  * us; B's ring of 4-8 stages decides it, 8 gets back to 53.5: every block
  * reads all of B from L2, and its latency, not A's, paces the main loop),
- * and clusters of two row tiles that multicast B and d (56.1 us; 49.6
- * against 66.9 at 8192 x 200 x 1000 x 3000 only). */
+ * and clusters of two row tiles that multicast B and d (56.1 us; faster
+ * only at N = 16, by 2-4%, and at 8192 x 200 x 1000 x 3000, 49.6 against
+ * 66.9). */
 template <int NI, int STAGES> struct Smem64 {
   static constexpr int kRows = 64;
   static constexpr int kABytes = kRows * kBK * 2;   /* A: 64 rows x 64 k */
