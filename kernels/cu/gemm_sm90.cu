@@ -721,7 +721,7 @@ cudaError_t sm90_run2(const Problem2 &p, const Config &c, cudaStream_t stream) {
   case IDX:                                                                                        \
     if (c.bm != (BM) || c.bn != (BN) || c.bk != (BK) || c.stages != (ST) || c.threads != (TH))     \
       return cudaErrorInvalidValue;                                                                \
-    return run2_row<BM, BN, ST, TH, (FL)>(p, stream);
+    return run2_row<BM, BN, ST, (FL)>(p, stream);
   switch (c.index) {
     FP_GEMM_SM90_CONFIGS(FP_SM90_RUN2_ROW)
   default:
@@ -732,7 +732,7 @@ cudaError_t sm90_run2(const Problem2 &p, const Config &c, cudaStream_t stream) {
 
 int sm90_kernel_stubs(const void **out, int cap) {
   StubList l{out, cap, 0};
-#define FP_SM90_STUB_ROW(IDX, BM, BN, BK, ST, TH, SMEM, FL) stubs_row<BM, BN, ST, TH, (FL)>(l);
+#define FP_SM90_STUB_ROW(IDX, BM, BN, BK, ST, TH, SMEM, FL) stubs_row<BM, BN, ST, (FL)>(l);
   FP_GEMM_SM90_CONFIGS(FP_SM90_STUB_ROW)
 #undef FP_SM90_STUB_ROW
   return l.n;

@@ -213,10 +213,13 @@ __global__ void __launch_bounds__(kThreads, 1)
  * deep ring of its own and B in a short one (a producer warp each: 62.6
  * us; B's ring of 4-8 stages decides it, 8 gets back to 53.5: every block
  * reads all of B from L2, and its latency, not A's, paces the main loop),
- * and clusters of two row tiles that multicast B and d (56.1 us; faster
+ * clusters of two row tiles that multicast B and d (56.1 us; faster
  * only at N = 16, by 2-4%, and at 8192 x 200 x 1000 x 3000, 49.6 against
- * 66.9). */
-template <int NI, int STAGES, int WG = 1> struct Smem64 {
+ * 66.9), and two consumer warpgroups, each with half of the intermediate
+ * (swapped through shared memory) and of every out tile (52.5 us; within
+ * 2.5% at N <= 128, 2-5% slower at N = 256, whose single warpgroup ncu
+ * put at 56% of the tensor pipe). */
+template <int NI, int STAGES> struct Smem64 {
   static constexpr int kRows = 64;
   static constexpr int kABytes = kRows * kBK * 2;   /* A: 64 rows x 64 k */
   static constexpr int kBBytes = NI * kBK * 2;      /* B: 64 k x NI */
@@ -224,19 +227,14 @@ template <int NI, int STAGES, int WG = 1> struct Smem64 {
   static constexpr int kStageBytes = kABytes + kBBytes > kDBytes ? kABytes + kBBytes : kDBytes;
   static constexpr int kOutOffset = STAGES * kStageBytes;
   static constexpr int kOutBufBytes = 2 * kEpiBoxBytes; /* an out tile: two 64 x 64 boxes */
-  /* two warpgroups: each puts its half of the rounded intermediate here for
-   * the other (128 threads x NI / 8 words each) */
-  static constexpr int kXBytes = WG == 2 ? 128 * NI : 0;
   /* two blocks an SM where two fit beside two out buffers each (228 KiB an
    * SM, 1 KiB of it reserved per block); then as many out buffers (2 to 4)
    * as fit: more tiles in flight to memory */
-  static constexpr int kFixed = 1024 + kOutOffset + kXBytes + STAGES * 16;
-  static constexpr int kBlocksPerSm =
-      WG == 1 && 2 * (kFixed + 2 * kOutBufBytes + 1024) <= 233472 ? 2 : 1;
+  static constexpr int kFixed = 1024 + kOutOffset + STAGES * 16;
+  static constexpr int kBlocksPerSm = 2 * (kFixed + 2 * kOutBufBytes + 1024) <= 233472 ? 2 : 1;
   static constexpr int kRoom = (kBlocksPerSm == 2 ? 233472 / 2 - 1024 : kSmemLimit) - kFixed;
   static constexpr int kOutBufs = kRoom / kOutBufBytes > 4 ? 4 : kRoom / kOutBufBytes;
-  static constexpr int kXOffset = kOutOffset + kOutBufs * kOutBufBytes;
-  static constexpr int kBarOffset = kXOffset + kXBytes;
+  static constexpr int kBarOffset = kOutOffset + kOutBufs * kOutBufBytes;
   static constexpr int kBytes = 1024 + kBarOffset + STAGES * 16;
   static_assert(kStageBytes % 1024 == 0, "swizzled tiles stay 1024-aligned");
   static_assert(kOutBufs >= 2 && kBytes <= kSmemLimit, "two out buffers at least");
@@ -247,31 +245,20 @@ template <int NI, int STAGES, int WG = 1> struct Smem64 {
   __device__ uint32_t out(int buf, int i) const {
     return base + kOutOffset + buf * kOutBufBytes + i * kEpiBoxBytes;
   }
-  /* word j of thread t's half (WG == 2) */
-  __device__ uint32_t x(int j, int t) const { return base + kXOffset + (j * 128 + t) * 4; }
   __device__ uint32_t full(int s) const { return base + kBarOffset + 8 * s; }
   __device__ uint32_t empty(int s) const { return base + kBarOffset + 8 * (STAGES + s); }
 };
-__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
-  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
-}
-__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
-  uint32_t v;
-  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
-  return v;
-}
-/* WG consumer warpgroups (warps 0 .. 4 WG - 1) and a producer warp */
-constexpr int rows64_threads(int wg) { return 128 * wg + 32; }
+constexpr int kRows64Threads = 160; /* a consumer warpgroup (warps 0-3) + a producer warp */
 
-template <class T, int NI, int STAGES, int WG, bool kTransB>
-__global__ void __launch_bounds__(rows64_threads(WG), Smem64<NI, STAGES, WG>::kBlocksPerSm)
+template <class T, int NI, int STAGES, bool kTransB>
+__global__ void __launch_bounds__(kRows64Threads, Smem64<NI, STAGES>::kBlocksPerSm)
     gemm2_rows64_kernel(const __grid_constant__ CUtensorMap tma_a,
                         const __grid_constant__ CUtensorMap tma_b,
                         const __grid_constant__ CUtensorMap tma_d,
                         const __grid_constant__ CUtensorMap tma_out, const Gemm2Args<T> args,
                         int tma_store) {
 #if FP_SM90A
-  using SmemT = Smem64<NI, STAGES, WG>;
+  using SmemT = Smem64<NI, STAGES>;
   using BT = BTile<NI, kTransB, false>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = align1024(smem_raw);
@@ -280,14 +267,14 @@ __global__ void __launch_bounds__(rows64_threads(WG), Smem64<NI, STAGES, WG>::kB
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(sm.full(s), 1);
-      mbar_init(sm.empty(s), 4 * WG); /* the consumer warps */
+      mbar_init(sm.empty(s), 4); /* the consumer warps */
     }
     fence_mbar_init();
   }
   __syncthreads();
 
-  if (threadIdx.x >= 128 * WG) { /* the producer warp: one thread issues */
-    if (threadIdx.x == 128 * WG) {
+  if (threadIdx.x >= 128) { /* the producer warp: one thread issues */
+    if (threadIdx.x == 128) {
       tma_prefetch_map(&tma_a);
       tma_prefetch_map(&tma_b);
       tma_prefetch_map(&tma_d);
@@ -336,32 +323,23 @@ __global__ void __launch_bounds__(rows64_threads(WG), Smem64<NI, STAGES, WG>::kB
     return; /* no block-wide barrier follows */
   }
 
-  /* the consumer warpgroups. Two (WG == 2): warpgroup cw computes columns
-   * [cw NI / 2, (cw + 1) NI / 2) of the intermediate (its half of every B
-   * stage), the two swap their rounded halves through shared memory, and
-   * each computes 64 of every out tile's 128 columns (its box of every d
-   * chunk); both read every stage. */
-  const int cw = threadIdx.x / 128;
-  const int warp = (threadIdx.x / 32) % 4;
+  /* the consumer warpgroup */
+  const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const bool elected = (threadIdx.x & 127) == 0;
+  const bool elected = threadIdx.x == 0;
   if (elected && tma_store)
     tma_prefetch_map(&tma_out);
   constexpr int kWgmmaTransB = kTransB ? 0 : 1; /* trans_b: B is K-major */
-  constexpr int NW = NI / WG;                   /* a warpgroup's columns of the intermediate */
-  constexpr int PW = kB2bBN2 / WG;              /* a warpgroup's columns of an out tile */
-  /* a warpgroup's half of B: trans_b, box cw; else 64-column boxes, from box cw NW / 64 */
-  const uint32_t b_off = kTransB ? cw * BT::kBoxBytes : cw * (NW / 64) * 64 * kRowBytes;
-  float acc[NW / 2];
+  float acc[NI / 2];
   uint32_t afrag[NI / 16][4]; /* the rounded intermediate as wgmma A fragments, k16 step s */
-  float acc2[PW / 2];
+  float acc2[kB2bBN2 / 2];
   Ring<STAGES> ring;
   int stored = 0; /* out tiles staged so far: the next buffer */
   for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
     const int tm = u / args.pgroups, pg = u % args.pgroups;
     const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
 #pragma unroll
-    for (int i = 0; i < NW / 2; ++i)
+    for (int i = 0; i < NI / 2; ++i)
       acc[i] = 0.0f;
     int prev = -1;
     for (int it = 0; it < args.kblocks; ++it) {
@@ -369,8 +347,8 @@ __global__ void __launch_bounds__(rows64_threads(WG), Smem64<NI, STAGES, WG>::kB
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kBK / 16; ++kk)
-        Wgmma<NW, T>::template ss<kWgmmaTransB>(acc, desc_a(sm.a(ring.stage), kk),
-                                                desc_b<kTransB>(sm.b(ring.stage) + b_off, kk), 1);
+        Wgmma<NI, T>::template ss<kWgmmaTransB>(acc, desc_a(sm.a(ring.stage), kk),
+                                                desc_b<kTransB>(sm.b(ring.stage), kk), 1);
       wgmma_commit();
       if (it > 0) {
         wgmma_wait<1>();
@@ -383,50 +361,34 @@ __global__ void __launch_bounds__(rows64_threads(WG), Smem64<NI, STAGES, WG>::kB
     fence_operands(acc);
     if (prev >= 0)
       release_stage<1>(sm.empty(prev), lane);
-    /* Round to T and pack (mma_sm90.cuh: a[0..3] of step s are accumulators
-     * 8 s .. 8 s + 7). Columns >= N are zeroed: d's rows there are TMA
-     * zeros, and 0 * (a clamped box's values) must not make NaN. */
-    const auto pack = [&](int s, int q) {
-      const int cq = cw * NW + 16 * s + 2 * (lane % 4) + 8 * (q / 2);
-      const float x = cq < args.N ? acc[8 * s + 2 * q] : 0.0f;
-      const float y = cq + 1 < args.N ? acc[8 * s + 2 * q + 1] : 0.0f;
-      return pack2<T>(x, y);
-    };
-    if constexpr (WG == 1) {
+      /* Round to T and pack (mma_sm90.cuh: a[0..3] of step s are accumulators
+       * 8 s .. 8 s + 7). Columns >= N are zeroed: d's rows there are TMA
+       * zeros, and 0 * (a clamped box's values) must not make NaN. */
 #pragma unroll
-      for (int s = 0; s < NI / 16; ++s)
+    for (int s = 0; s < NI / 16; ++s) {
+      const int c = 16 * s + 2 * (lane % 4);
 #pragma unroll
-        for (int q = 0; q < 4; ++q)
-          afrag[s][q] = pack(s, q);
-    } else {
-      const int t = threadIdx.x & 127;
-      named_sync(1, 256); /* both have read the previous unit's halves */
-#pragma unroll
-      for (int s = 0; s < NW / 16; ++s)
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-          st_shared_u32(sm.x((cw * (NW / 16) + s) * 4 + q, t), pack(s, q));
-      named_sync(1, 256);
-#pragma unroll
-      for (int s = 0; s < NI / 16; ++s)
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-          afrag[s][q] = ld_shared_u32(sm.x(s * 4 + q, t));
+      for (int q = 0; q < 4; ++q) {
+        const int cq = c + 8 * (q / 2);
+        const float x = cq < args.N ? acc[8 * s + 2 * q] : 0.0f;
+        const float y = cq + 1 < args.N ? acc[8 * s + 2 * q + 1] : 0.0f;
+        afrag[s][q] = pack2<T>(x, y);
+      }
     }
     for (int pt = pt0; pt < pt1; ++pt) {
 #pragma unroll
-      for (int i = 0; i < PW / 2; ++i)
+      for (int i = 0; i < kB2bBN2 / 2; ++i)
         acc2[i] = 0.0f;
       int prev2 = 0;
 #pragma unroll
       for (int ch = 0; ch < NI / 64; ++ch) {
         if (ch < args.nchunks) {
           mbar_wait(sm.full(ring.stage), ring.phase);
-          const uint32_t d = sm.a(ring.stage) + cw * PW * kRowBytes; /* box cw (WG == 2) */
+          const uint32_t d = sm.a(ring.stage);
           wgmma_fence();
 #pragma unroll
           for (int kk = 0; kk < kBK / 16; ++kk)
-            Wgmma<PW, T>::template rs<1>(acc2, afrag[4 * ch + kk], desc_b<false>(d, kk), 1);
+            Wgmma<kB2bBN2, T>::template rs<1>(acc2, afrag[4 * ch + kk], desc_b<false>(d, kk), 1);
           wgmma_commit();
           if (ch > 0) {
             wgmma_wait<1>();
@@ -440,36 +402,34 @@ __global__ void __launch_bounds__(rows64_threads(WG), Smem64<NI, STAGES, WG>::kB
       release_stage<1>(sm.empty(prev2), lane);
       fence_operands(acc2);
       const int row_base = tm * SmemT::kRows;
-      const int col_base = pt * kB2bBN2 + cw * PW; /* this warpgroup's out columns */
       if (tma_store) {
         const int buf = stored % SmemT::kOutBufs;
         if (elected) /* the copies of kOutBufs tiles ago have read this buffer */
           bulk_wait_read<SmemT::kOutBufs - 1>();
-        named_sync(WG == 1 ? 2 : 2 + cw, 128);
-#pragma unroll
-        for (int i = 0; i < PW / 64; ++i)
-          stage_chunk<T, PW>(sm.out(buf, cw + i), acc2, i, warp, lane);
+        named_sync(1, 128);
+        stage_chunk<T, kB2bBN2>(sm.out(buf, 0), acc2, 0, warp, lane);
+        stage_chunk<T, kB2bBN2>(sm.out(buf, 1), acc2, 1, warp, lane);
         fence_proxy_async(); /* the staged boxes are visible to the copy engine */
-        named_sync(WG == 1 ? 2 : 2 + cw, 128);
+        named_sync(1, 128);
         if (elected) {
 #pragma unroll
-          for (int i = 0; i < PW / 64; ++i) {
-            const int col = col_base + i * 64;
+          for (int i = 0; i < 2; ++i) {
+            const int col = pt * kB2bBN2 + i * 64;
             if (col < args.P) /* TMA clips the rest of the box at P and M */
-              tma_store_2d(&tma_out, sm.out(buf, cw + i), col, row_base);
+              tma_store_2d(&tma_out, sm.out(buf, i), col, row_base);
           }
           bulk_commit();
         }
         ++stored;
       } else {
         const int row0 = row_base + warp * 16 + lane / 4;
-        const int col0 = col_base + 2 * (lane % 4);
-        const bool inside = row_base + SmemT::kRows <= args.M && col_base + PW <= args.P;
+        const int col0 = pt * kB2bBN2 + 2 * (lane % 4);
+        const bool inside = row_base + SmemT::kRows <= args.M && (pt + 1) * kB2bBN2 <= args.P;
         const uintptr_t at = reinterpret_cast<uintptr_t>(args.out);
         if (inside && (args.P & 1) == 0 && (at & 3) == 0)
-          store_direct<T, PW, true>(args.out, args.M, args.P, acc2, row0, col0);
+          store_direct<T, kB2bBN2, true>(args.out, args.M, args.P, acc2, row0, col0);
         else
-          store_direct<T, PW, false>(args.out, args.M, args.P, acc2, row0, col0);
+          store_direct<T, kB2bBN2, false>(args.out, args.M, args.P, acc2, row0, col0);
       }
     }
   }

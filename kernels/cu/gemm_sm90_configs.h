@@ -90,10 +90,7 @@
   X(14, 64, 64, 64, 4, 160, 99392, FP_GEMM_CFG_B2B)                                                \
   X(15, 64, 128, 64, 8, 160, 230528, FP_GEMM_CFG_B2B)                                              \
   X(16, 64, 128, 64, 3, 160, 107568, FP_GEMM_CFG_B2B)                                              \
-  X(17, 64, 256, 64, 4, 160, 230464, FP_GEMM_CFG_B2B)                                              \
-  /* the same with two consumer warpgroups, each half of the intermediate and of every out tile */  \
-  X(18, 64, 128, 64, 7, 288, 222320, FP_GEMM_CFG_B2B)                                              \
-  X(19, 64, 256, 64, 4, 288, 230464, FP_GEMM_CFG_B2B)
+  X(17, 64, 256, 64, 4, 160, 230464, FP_GEMM_CFG_B2B)
 /* clang-format on */
 
 #endif

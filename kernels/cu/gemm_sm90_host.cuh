@@ -404,11 +404,11 @@ cudaError_t launch_gemm2(const Problem2 &p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <class T, int NI, int STAGES, int WG, bool kTransB>
+template <class T, int NI, int STAGES, bool kTransB>
 cudaError_t launch_gemm2_rows64(const Problem2 &p, cudaStream_t stream) {
-  using SmemT = Smem64<NI, STAGES, WG>;
+  using SmemT = Smem64<NI, STAGES>;
   constexpr int kSmem = SmemT::kBytes;
-  auto kernel = gemm2_rows64_kernel<T, NI, STAGES, WG, kTransB>;
+  auto kernel = gemm2_rows64_kernel<T, NI, STAGES, kTransB>;
   static KernelOnce<decltype(kernel)> once;
 
   int sms = 0;
@@ -447,24 +447,23 @@ cudaError_t launch_gemm2_rows64(const Problem2 &p, cudaStream_t stream) {
   if (e != cudaSuccess)
     return e;
   const long long grid = units < slots ? units : slots;
-  kernel<<<static_cast<unsigned>(grid), rows64_threads(WG), kSmem, stream>>>(ta, tb, td, to, args,
-                                                                             tma_store);
+  kernel<<<static_cast<unsigned>(grid), kRows64Threads, kSmem, stream>>>(ta, tb, td, to, args,
+                                                                         tma_store);
   return cudaGetLastError();
 }
 
-template <int BM, int BN, int STAGES, int THREADS, unsigned FLAGS>
+template <int BM, int BN, int STAGES, unsigned FLAGS>
 cudaError_t run2_row(const Problem2 &p, cudaStream_t stream) {
   if constexpr ((FLAGS & FP_GEMM_CFG_B2B) == 0) {
     return cudaErrorInvalidValue; /* a gemm row */
   } else if constexpr (BM == 64) {
     if (p.N > BN)
       return cudaErrorInvalidValue;
-    constexpr int WG = THREADS == rows64_threads(2) ? 2 : 1;
     if (p.dtype == Storage<__half>::kDtype)
-      return p.trans_b ? launch_gemm2_rows64<__half, BN, STAGES, WG, true>(p, stream)
-                       : launch_gemm2_rows64<__half, BN, STAGES, WG, false>(p, stream);
-    return p.trans_b ? launch_gemm2_rows64<__nv_bfloat16, BN, STAGES, WG, true>(p, stream)
-                     : launch_gemm2_rows64<__nv_bfloat16, BN, STAGES, WG, false>(p, stream);
+      return p.trans_b ? launch_gemm2_rows64<__half, BN, STAGES, true>(p, stream)
+                       : launch_gemm2_rows64<__half, BN, STAGES, false>(p, stream);
+    return p.trans_b ? launch_gemm2_rows64<__nv_bfloat16, BN, STAGES, true>(p, stream)
+                     : launch_gemm2_rows64<__nv_bfloat16, BN, STAGES, false>(p, stream);
   } else {
     if (p.N > BN)
       return cudaErrorInvalidValue;
@@ -484,12 +483,8 @@ constexpr bool row_ok() {
                         : (FLAGS & FP_GEMM_CFG_SWAP)   ? (BN + 63) / 64 * 64
                                                        : BN;
   if constexpr (BM == 64) /* gemm2_rows64_kernel */
-    if constexpr (THREADS == rows64_threads(2))
-      return FLAGS == FP_GEMM_CFG_B2B && BK == kBK && (BN == 128 || BN == 256) &&
-             SMEM == Smem64<BN, STAGES, 2>::kBytes;
-    else
-      return FLAGS == FP_GEMM_CFG_B2B && BK == kBK && THREADS == rows64_threads(1) &&
-             (BN == 64 || BN == 128 || BN == 256) && SMEM == Smem64<BN, STAGES, 1>::kBytes;
+    return (FLAGS == FP_GEMM_CFG_B2B) && BK == kBK && THREADS == kRows64Threads &&
+           (BN == 64 || BN == 128 || BN == 256) && SMEM == Smem64<BN, STAGES>::kBytes;
   else
     return BM == kBM && BK == kBK && THREADS == kThreads &&
            SMEM == Smem<BN, STAGES, kOutC>::kBytes &&
@@ -538,12 +533,10 @@ template <class T, class Epi, int BN, int STAGES, unsigned FLAGS> void stubs_epi
           gemm_kernel<T, Epi, BN, STAGES, CL, kSplit, true, true, false>));
   }
 }
-template <class T, int BM, int BN, int STAGES, int THREADS, unsigned FLAGS>
-void stubs_t(StubList &l) {
+template <class T, int BM, int BN, int STAGES, unsigned FLAGS> void stubs_t(StubList &l) {
   if constexpr ((FLAGS & FP_GEMM_CFG_B2B) != 0 && BM == 64) {
-    constexpr int WG = THREADS == rows64_threads(2) ? 2 : 1;
-    l.add(reinterpret_cast<const void *>(gemm2_rows64_kernel<T, BN, STAGES, WG, false>));
-    l.add(reinterpret_cast<const void *>(gemm2_rows64_kernel<T, BN, STAGES, WG, true>));
+    l.add(reinterpret_cast<const void *>(gemm2_rows64_kernel<T, BN, STAGES, false>));
+    l.add(reinterpret_cast<const void *>(gemm2_rows64_kernel<T, BN, STAGES, true>));
   } else if constexpr ((FLAGS & FP_GEMM_CFG_B2B) != 0) {
     l.add(reinterpret_cast<const void *>(gemm2_kernel<T, BN, STAGES, false>));
     l.add(reinterpret_cast<const void *>(gemm2_kernel<T, BN, STAGES, true>));
@@ -554,9 +547,9 @@ void stubs_t(StubList &l) {
     stubs_epi<T, EpiLinear<T>, BN, STAGES, FLAGS>(l);
   }
 }
-template <int BM, int BN, int STAGES, int THREADS, unsigned FLAGS> void stubs_row(StubList &l) {
-  stubs_t<__half, BM, BN, STAGES, THREADS, FLAGS>(l);
-  stubs_t<__nv_bfloat16, BM, BN, STAGES, THREADS, FLAGS>(l);
+template <int BM, int BN, int STAGES, unsigned FLAGS> void stubs_row(StubList &l) {
+  stubs_t<__half, BM, BN, STAGES, FLAGS>(l);
+  stubs_t<__nv_bfloat16, BM, BN, STAGES, FLAGS>(l);
 }
 
 #endif
