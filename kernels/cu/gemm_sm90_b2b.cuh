@@ -60,6 +60,61 @@ template <class T> struct Gemm2Args {
   int mtiles, ptiles, pgroups, units, kblocks, nchunks;
 };
 
+/* Rounds this thread's accumulators of the [64, NI] intermediate to T and
+ * packs them as wgmma register A fragments (mma_sm90.cuh: a[0..3] of k16
+ * step s are accumulators 8 s .. 8 s + 7). Columns >= n are zeroed: d's
+ * rows there are TMA zeros, and 0 * (a clamped box's values) must not make
+ * NaN. */
+template <class T, int NI>
+__device__ __forceinline__ void pack_intermediate(const float (&acc)[NI / 2],
+                                                  uint32_t (&afrag)[NI / 16][4], int n, int lane) {
+#pragma unroll
+  for (int s = 0; s < NI / 16; ++s) {
+    const int c = 16 * s + 2 * (lane % 4);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int cq = c + 8 * (q / 2);
+      const float x = cq < n ? acc[8 * s + 2 * q] : 0.0f;
+      const float y = cq + 1 < n ? acc[8 * s + 2 * q + 1] : 0.0f;
+      afrag[s][q] = pack2<T>(x, y);
+    }
+  }
+}
+
+/* acc2 = the intermediate (afrag) @ one [NI, 128] tile of d, whose nchunks
+ * [64, 128] chunks come through the ring's next stages (at the stage's A
+ * offset); each stage is released once the wgmmas reading it retired. */
+template <class T, int NI, int STAGES, class SmemT>
+__device__ __forceinline__ void mma_d_tile(float (&acc2)[kB2bBN2 / 2],
+                                           const uint32_t (&afrag)[NI / 16][4], const SmemT &sm,
+                                           Ring<STAGES> &ring, int nchunks, int lane) {
+#pragma unroll
+  for (int i = 0; i < kB2bBN2 / 2; ++i)
+    acc2[i] = 0.0f;
+  int prev = 0;
+#pragma unroll
+  for (int ch = 0; ch < NI / 64; ++ch) {
+    if (ch < nchunks) {
+      mbar_wait(sm.full(ring.stage), ring.phase);
+      const uint32_t d = sm.a(ring.stage);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk)
+        Wgmma<kB2bBN2, T>::template rs<1>(acc2, afrag[4 * ch + kk], desc_b<false>(d, kk), 1);
+      wgmma_commit();
+      if (ch > 0) {
+        wgmma_wait<1>();
+        release_stage<1>(sm.empty(prev), lane);
+      }
+      prev = ring.stage;
+      ring.advance();
+    }
+  }
+  wgmma_wait<0>();
+  release_stage<1>(sm.empty(prev), lane);
+  fence_operands(acc2);
+}
+
 template <class T, int BN, int STAGES, bool kTransB>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm2_kernel(const __grid_constant__ CUtensorMap tma_a,
@@ -131,46 +186,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                                                               cw * 64u * kRowBytes, lane, NoHook{});
       if (last >= 0)
         release_stage<1>(sm.empty(last), lane);
-        /* Round to T and pack (mma_sm90.cuh: a[0..3] of step s are accumulators
-         * 8 s .. 8 s + 7). Columns >= N are zeroed: d's rows there are TMA
-         * zeros, and 0 * (a clamped box's values) must not make NaN. */
-#pragma unroll
-      for (int s = 0; s < BN / 16; ++s) {
-        const int c = 16 * s + 2 * (lane % 4);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int cq = c + 8 * (q / 2);
-          const float x = cq < args.N ? acc[8 * s + 2 * q] : 0.0f;
-          const float y = cq + 1 < args.N ? acc[8 * s + 2 * q + 1] : 0.0f;
-          afrag[s][q] = pack2<T>(x, y);
-        }
-      }
+      pack_intermediate<T, BN>(acc, afrag, args.N, lane);
       for (int pt = pt0; pt < pt1; ++pt) {
-#pragma unroll
-        for (int i = 0; i < kB2bBN2 / 2; ++i)
-          acc2[i] = 0.0f;
-        int prev = 0;
-#pragma unroll
-        for (int ch = 0; ch < BN / 64; ++ch) {
-          if (ch < args.nchunks) {
-            mbar_wait(sm.full(ring.stage), ring.phase);
-            const uint32_t d = sm.a(ring.stage);
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < kBK / 16; ++kk)
-              Wgmma<kB2bBN2, T>::template rs<1>(acc2, afrag[4 * ch + kk], desc_b<false>(d, kk), 1);
-            wgmma_commit();
-            if (ch > 0) {
-              wgmma_wait<1>();
-              release_stage<1>(sm.empty(prev), lane);
-            }
-            prev = ring.stage;
-            ring.advance();
-          }
-        }
-        wgmma_wait<0>();
-        release_stage<1>(sm.empty(prev), lane);
-        fence_operands(acc2);
+        mma_d_tile<T, BN>(acc2, afrag, sm, ring, args.nchunks, lane);
         const int row0 = tm * kBM + cw * 64 + warp * 16 + lane / 4;
         const int col0 = pt * kB2bBN2 + 2 * (lane % 4);
         const bool inside = (tm + 1) * kBM <= args.M && (pt + 1) * kB2bBN2 <= args.P;
@@ -361,46 +379,9 @@ __global__ void __launch_bounds__(kRows64Threads, Smem64<NI, STAGES>::kBlocksPer
     fence_operands(acc);
     if (prev >= 0)
       release_stage<1>(sm.empty(prev), lane);
-      /* Round to T and pack (mma_sm90.cuh: a[0..3] of step s are accumulators
-       * 8 s .. 8 s + 7). Columns >= N are zeroed: d's rows there are TMA
-       * zeros, and 0 * (a clamped box's values) must not make NaN. */
-#pragma unroll
-    for (int s = 0; s < NI / 16; ++s) {
-      const int c = 16 * s + 2 * (lane % 4);
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int cq = c + 8 * (q / 2);
-        const float x = cq < args.N ? acc[8 * s + 2 * q] : 0.0f;
-        const float y = cq + 1 < args.N ? acc[8 * s + 2 * q + 1] : 0.0f;
-        afrag[s][q] = pack2<T>(x, y);
-      }
-    }
+    pack_intermediate<T, NI>(acc, afrag, args.N, lane);
     for (int pt = pt0; pt < pt1; ++pt) {
-#pragma unroll
-      for (int i = 0; i < kB2bBN2 / 2; ++i)
-        acc2[i] = 0.0f;
-      int prev2 = 0;
-#pragma unroll
-      for (int ch = 0; ch < NI / 64; ++ch) {
-        if (ch < args.nchunks) {
-          mbar_wait(sm.full(ring.stage), ring.phase);
-          const uint32_t d = sm.a(ring.stage);
-          wgmma_fence();
-#pragma unroll
-          for (int kk = 0; kk < kBK / 16; ++kk)
-            Wgmma<kB2bBN2, T>::template rs<1>(acc2, afrag[4 * ch + kk], desc_b<false>(d, kk), 1);
-          wgmma_commit();
-          if (ch > 0) {
-            wgmma_wait<1>();
-            release_stage<1>(sm.empty(prev2), lane);
-          }
-          prev2 = ring.stage;
-          ring.advance();
-        }
-      }
-      wgmma_wait<0>();
-      release_stage<1>(sm.empty(prev2), lane);
-      fence_operands(acc2);
+      mma_d_tile<T, NI>(acc2, afrag, sm, ring, args.nchunks, lane);
       const int row_base = tm * SmemT::kRows;
       if (tma_store) {
         const int buf = stored % SmemT::kOutBufs;

@@ -360,6 +360,29 @@ inline int choose_pgroups(int mtiles, int ptiles, int kblocks, int nchunks, int 
   return best;
 }
 
+/* A gemm2 launch's arguments for units of `rows` rows: the tile counts,
+ * then the P split (choose_pgroups, in MMAs of `inter` per k-block and
+ * `per_chunk` per d chunk) over `slots` blocks at once. */
+template <class T>
+cudaError_t gemm2_args(const Problem2 &p, int rows, int inter, int per_chunk, long long slots,
+                       Gemm2Args<T> *args) {
+  args->out = static_cast<T *>(p.out);
+  args->M = static_cast<int>(p.M);
+  args->N = static_cast<int>(p.N);
+  args->P = static_cast<int>(p.P);
+  args->mtiles = static_cast<int>((p.M + rows - 1) / rows);
+  args->ptiles = static_cast<int>((p.P + kB2bBN2 - 1) / kB2bBN2);
+  args->kblocks = static_cast<int>((p.K + kBK - 1) / kBK);
+  args->nchunks = static_cast<int>((p.N + kBK - 1) / kBK);
+  args->pgroups = choose_pgroups(args->mtiles, args->ptiles, args->kblocks, args->nchunks, inter,
+                                 per_chunk, slots);
+  const long long units = static_cast<long long>(args->mtiles) * args->pgroups;
+  if (units > kMaxCoord)
+    return cudaErrorInvalidValue;
+  args->units = static_cast<int>(units);
+  return cudaSuccess;
+}
+
 template <class T, int BN, int STAGES, bool kTransB>
 cudaError_t launch_gemm2(const Problem2 &p, cudaStream_t stream) {
   constexpr int kSmem = Smem<BN, STAGES, 0>::kBytes;
@@ -370,24 +393,13 @@ cudaError_t launch_gemm2(const Problem2 &p, cudaStream_t stream) {
   cudaError_t e = device_info(&sms);
   if (e != cudaSuccess)
     return e;
-  Gemm2Args<T> args;
-  args.out = static_cast<T *>(p.out);
-  args.M = static_cast<int>(p.M);
-  args.N = static_cast<int>(p.N);
-  args.P = static_cast<int>(p.P);
-  args.mtiles = static_cast<int>((p.M + kBM - 1) / kBM);
-  args.ptiles = static_cast<int>((p.P + kB2bBN2 - 1) / kB2bBN2);
-  args.kblocks = static_cast<int>((p.K + kBK - 1) / kBK);
-  args.nchunks = static_cast<int>((p.N + kBK - 1) / kBK);
   /* Split each row tile's P range over pgroups blocks when row tiles alone
-   * leave SMs idle (choose_pgroups, above; the same proportions as its
-   * 128 x 128 x 64 k-block MMAs of before). */
-  args.pgroups =
-      choose_pgroups(args.mtiles, args.ptiles, args.kblocks, args.nchunks, BN / 128, 1, sms);
-  const long long units = static_cast<long long>(args.mtiles) * args.pgroups;
-  if (units > kMaxCoord)
-    return cudaErrorInvalidValue;
-  args.units = static_cast<int>(units);
+   * leave SMs idle (choose_pgroups; the same proportions as its 128 x 128 x
+   * 64 k-block MMAs of before). */
+  Gemm2Args<T> args;
+  e = gemm2_args(p, kBM, BN / 128, 1, sms, &args);
+  if (e != cudaSuccess)
+    return e;
 
   CUtensorMap ta, tb, td;
   e = encode_2d(&ta, p.dtype, p.a, p.K, p.M, p.lda, kBK, kBM);
@@ -399,7 +411,7 @@ cudaError_t launch_gemm2(const Problem2 &p, cudaStream_t stream) {
     e = prepare(once, kernel, kSmem);
   if (e != cudaSuccess)
     return e;
-  const long long grid = units < sms ? units : sms;
+  const long long grid = args.units < sms ? args.units : sms;
   kernel<<<static_cast<unsigned>(grid), kThreads, kSmem, stream>>>(ta, tb, td, args);
   return cudaGetLastError();
 }
@@ -415,22 +427,11 @@ cudaError_t launch_gemm2_rows64(const Problem2 &p, cudaStream_t stream) {
   cudaError_t e = device_info(&sms);
   if (e != cudaSuccess)
     return e;
-  Gemm2Args<T> args;
-  args.out = static_cast<T *>(p.out);
-  args.M = static_cast<int>(p.M);
-  args.N = static_cast<int>(p.N);
-  args.P = static_cast<int>(p.P);
-  args.mtiles = static_cast<int>((p.M + SmemT::kRows - 1) / SmemT::kRows);
-  args.ptiles = static_cast<int>((p.P + kB2bBN2 - 1) / kB2bBN2);
-  args.kblocks = static_cast<int>((p.K + kBK - 1) / kBK);
-  args.nchunks = static_cast<int>((p.N + kBK - 1) / kBK);
   const long long slots = static_cast<long long>(sms) * SmemT::kBlocksPerSm;
-  args.pgroups = choose_pgroups(args.mtiles, args.ptiles, args.kblocks, args.nchunks, NI / 64,
-                                kB2bBN2 / 64, slots);
-  const long long units = static_cast<long long>(args.mtiles) * args.pgroups;
-  if (units > kMaxCoord)
-    return cudaErrorInvalidValue;
-  args.units = static_cast<int>(units);
+  Gemm2Args<T> args;
+  e = gemm2_args(p, SmemT::kRows, NI / 64, kB2bBN2 / 64, slots, &args);
+  if (e != cudaSuccess)
+    return e;
   const int tma_store = aligned16(p.out) && (p.P & 7) == 0;
 
   CUtensorMap ta, tb, td, to;
@@ -446,7 +447,7 @@ cudaError_t launch_gemm2_rows64(const Problem2 &p, cudaStream_t stream) {
     e = prepare(once, kernel, kSmem);
   if (e != cudaSuccess)
     return e;
-  const long long grid = units < slots ? units : slots;
+  const long long grid = args.units < slots ? args.units : slots;
   kernel<<<static_cast<unsigned>(grid), kRows64Threads, kSmem, stream>>>(ta, tb, td, to, args,
                                                                          tma_store);
   return cudaGetLastError();
