@@ -434,10 +434,9 @@ template <int CL> __device__ __forceinline__ void release_stage_wg(uint32_t empt
  * stage is returned unreleased (-1 when nk == 0): the caller releases it,
  * or borrows it for the epilogue. hook(it) runs once k-block it's wgmmas
  * are issued (the tensor cores are busy meanwhile). */
-template <class T, int BN, int STAGES, int OUTC, int CL, bool kTransB, class First>
-__device__ __forceinline__ int mma_unit(float (&acc)[BN / 2], const Smem<BN, STAGES, OUTC> &sm,
-                                        Ring<STAGES> &ring, int nk, uint32_t a_off, int lane,
-                                        First hook) {
+template <class T, int BN, int CL, bool kTransB, int STAGES, class SmemT, class First>
+__device__ __forceinline__ int mma_unit(float (&acc)[BN / 2], const SmemT &sm, Ring<STAGES> &ring,
+                                        int nk, uint32_t a_off, int lane, First hook) {
   constexpr int kWgmmaTransB = kTransB ? 0 : 1; /* trans_b: B is K-major */
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i)
@@ -620,8 +619,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         else
           cols.load(args.ep, w.tn * args.out_cols, min(args.N, (w.tn + 1) * args.out_cols));
       }
-      const int last = mma_unit<T, BN, STAGES, kOut, CL, kTransB>(acc, sm, ring, nk,
-                                                                  cw * 64u * kRowBytes, lane, hook);
+      const int last =
+          mma_unit<T, BN, CL, kTransB>(acc, sm, ring, nk, cw * 64u * kRowBytes, lane, hook);
       release_held(); /* when the unit had no k-block */
       est.preloaded = preload && nk > 0;
       bool store = w.tm < sc.mtiles; /* not the phantom half of a cluster pair */

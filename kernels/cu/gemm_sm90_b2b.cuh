@@ -182,8 +182,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
       const int tm = u / args.pgroups, pg = u % args.pgroups;
       const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
-      const int last = mma_unit<T, BN, STAGES, 0, 1, kTransB>(acc, sm, ring, args.kblocks,
-                                                              cw * 64u * kRowBytes, lane, NoHook{});
+      const int last = mma_unit<T, BN, 1, kTransB>(acc, sm, ring, args.kblocks,
+                                                   cw * 64u * kRowBytes, lane, NoHook{});
       if (last >= 0)
         release_stage<1>(sm.empty(last), lane);
       pack_intermediate<T, BN>(acc, afrag, args.N, lane);
@@ -347,7 +347,6 @@ __global__ void __launch_bounds__(kRows64Threads, Smem64<NI, STAGES>::kBlocksPer
   const bool elected = threadIdx.x == 0;
   if (elected && tma_store)
     tma_prefetch_map(&tma_out);
-  constexpr int kWgmmaTransB = kTransB ? 0 : 1; /* trans_b: B is K-major */
   float acc[NI / 2];
   uint32_t afrag[NI / 16][4]; /* the rounded intermediate as wgmma A fragments, k16 step s */
   float acc2[kB2bBN2 / 2];
@@ -356,29 +355,9 @@ __global__ void __launch_bounds__(kRows64Threads, Smem64<NI, STAGES>::kBlocksPer
   for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
     const int tm = u / args.pgroups, pg = u % args.pgroups;
     const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
-#pragma unroll
-    for (int i = 0; i < NI / 2; ++i)
-      acc[i] = 0.0f;
-    int prev = -1;
-    for (int it = 0; it < args.kblocks; ++it) {
-      mbar_wait(sm.full(ring.stage), ring.phase);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk)
-        Wgmma<NI, T>::template ss<kWgmmaTransB>(acc, desc_a(sm.a(ring.stage), kk),
-                                                desc_b<kTransB>(sm.b(ring.stage), kk), 1);
-      wgmma_commit();
-      if (it > 0) {
-        wgmma_wait<1>();
-        release_stage<1>(sm.empty(prev), lane);
-      }
-      prev = ring.stage;
-      ring.advance();
-    }
-    wgmma_wait<0>();
-    fence_operands(acc);
-    if (prev >= 0)
-      release_stage<1>(sm.empty(prev), lane);
+    const int last = mma_unit<T, NI, 1, kTransB>(acc, sm, ring, args.kblocks, 0u, lane, NoHook{});
+    if (last >= 0)
+      release_stage<1>(sm.empty(last), lane);
     pack_intermediate<T, NI>(acc, afrag, args.N, lane);
     for (int pt = pt0; pt < pt1; ++pt) {
       mma_d_tile<T, NI>(acc2, afrag, sm, ring, args.nchunks, lane);
