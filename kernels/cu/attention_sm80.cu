@@ -83,8 +83,13 @@ using CfgD128 = Cfg<128, 2, 4, 64, 2, false, 2>;    /* D = 128: 128 rows, q re-r
 using CfgD128N32 = Cfg<128, 2, 4, 32, 2, false, 2>; /* the same, 32-key tiles */
 using CfgD128W8 = Cfg<128, 1, 8, 64, 2, true, 1>;   /* D = 128: 8 warps of 16 rows */
 using CfgD128W8S3 = Cfg<128, 1, 8, 64, 3, true, 1>;
-/* S <= 16 (decode): 16 rows, the 4 warps split each tile's keys */
-using CfgDec64 = Cfg<64, 1, 4, 64, 4, true, 4, true>;
+/* S <= 16 (decode): 16 rows, the 4 warps split each tile's keys. D = 64 in
+ * 128-key tiles, two blocks an SM as at D = 128 (and as ops/attention.c's
+ * split rule counts): 1-5% more of the copy bandwidth than 64-key tiles in
+ * four stages, four blocks an SM (H200, 2026-11-29: 1x32x1x32768x64 0.76 ->
+ * 0.78, 8x32x1x8192x64 0.87 -> 0.91); 64-key tiles in six stages were
+ * slower. */
+using CfgDec64 = Cfg<64, 1, 4, 128, 3, true, 2, true>;
 using CfgDec128 = Cfg<128, 1, 4, 64, 3, true, 2, true>;
 using CfgG32 = Cfg<32, 1, 4, 64, 2, true, 2>; /* any other D, rounded up */
 using CfgG64 = Cfg<64, 1, 4, 64, 2, true, 2>;
