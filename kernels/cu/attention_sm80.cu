@@ -85,10 +85,11 @@ using CfgD128W8 = Cfg<128, 1, 8, 64, 2, true, 1>;   /* D = 128: 8 warps of 16 ro
 using CfgD128W8S3 = Cfg<128, 1, 8, 64, 3, true, 1>;
 /* S <= 16 (decode): 16 rows, the 4 warps split each tile's keys. D = 64 in
  * 128-key tiles, two blocks an SM as at D = 128 (and as ops/attention.c's
- * split rule counts): 1-5% more of the copy bandwidth than 64-key tiles in
- * four stages, four blocks an SM (H200, 2026-11-29: 1x32x1x32768x64 0.76 ->
- * 0.78, 8x32x1x8192x64 0.87 -> 0.91); 64-key tiles in six stages were
- * slower. */
+ * split rule counts): 1.01-1.34x the 64-key tiles in four stages, four
+ * blocks an SM, on seven decode shapes (H200, 2026-11-29, fraction of the
+ * copy bandwidth: 1x32x1x32768x64 0.77 -> 0.80, 16x32x1x4096x64 0.73 ->
+ * 0.92; docs/results/2026-11-29-h200-attention-decode64-b587485); 64-key
+ * tiles in six stages were slower. */
 using CfgDec64 = Cfg<64, 1, 4, 128, 3, true, 2, true>;
 using CfgDec128 = Cfg<128, 1, 4, 64, 3, true, 2, true>;
 using CfgG32 = Cfg<32, 1, 4, 64, 2, true, 2>; /* any other D, rounded up */
