@@ -2,6 +2,7 @@
 """The matmul family's tables in docs/PERF.md, from a record folder:
 
     python3 bench/perf_gemm.py docs/results/2026-11-26-h100-gemm-fba83e6
+    python3 bench/perf_gemm.py --misaligned RUN.json [RUN.json ...]
 
 It reads gemm-cuda.json (fuseport bench, CUDA), gemm-cuda-sm80.json (the
 sm_80 main loop forced), gemm-opencl.json (NVIDIA OpenCL, f32) and every
@@ -10,6 +11,10 @@ folder, and prints markdown: the issue's goals with what was measured, then
 per op the geometric means of fused against each peer over the seed shapes.
 A ratio is the peer's median over fuseport's fused median (> 1: fuseport
 faster). Cells match on op, params and shape; cells not ok are left out.
+With --misaligned: per file (a fuseport bench run of matmul_relu), each fused
+cell's median, TFLOP/s and speed relative to its aligned neighbour's in the
+same file (4096^3 for 4096x4095x4096, 4096x4096x4095, 4097^3 and 4104^3;
+2048x50304x1024 for 2048x50257x1024), one column per file.
 Standard library only.
 """
 import glob
@@ -64,7 +69,32 @@ def tflops(c):
     return c["flops"] / c["median_us"] / 1e6
 
 
+ALIGNED_NEIGHBOUR = {(4096, 4095, 4096): (4096, 4096, 4096), (4096, 4096, 4095): (4096, 4096, 4096),
+                     (4097, 4097, 4097): (4096, 4096, 4096), (4104, 4104, 4104): (4096, 4096, 4096),
+                     (2048, 50257, 1024): (2048, 50304, 1024)}
+
+
+def misaligned(paths):
+    runs = [load(p)[1] for p in paths]
+    print("| shape (MxNxK) | params | " + " | ".join(f"run {i + 1}: us, TFLOP/s, of aligned"
+                                                   for i in range(len(runs))) + " |")
+    print("|---|---|" + "---|" * len(runs))
+    for k in sorted(runs[0]):
+        if k[0] != "matmul_relu" or k[3] != "fused" or k[2] not in ALIGNED_NEIGHBOUR:
+            continue
+        cols = []
+        for cells in runs:
+            c = cells.get(k)
+            a = cells.get((k[0], k[1], ALIGNED_NEIGHBOUR[k[2]], k[3]))
+            cols.append(f"{c['median_us']:.1f}, {tflops(c):.0f}, {tflops(c) / tflops(a):.2f}"
+                        if c and a else "-")
+        print(f"| {'x'.join(map(str, k[2]))} | {k[1]} | " + " | ".join(cols) + " |")
+
+
 def main():
+    if sys.argv[1] == "--misaligned":
+        misaligned(sys.argv[2:])
+        return
     folder = sys.argv[1]
     doc, fp = load(os.path.join(folder, "gemm-cuda.json"))
     torch = {}
