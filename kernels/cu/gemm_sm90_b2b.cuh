@@ -60,6 +60,38 @@ template <class T> struct Gemm2Args {
   int mtiles, ptiles, pgroups, units, kblocks, nchunks;
 };
 
+/* Unit u of either b2b kernel: row tile tm, and the P tiles [pt0, pt1) of its
+ * group pg (P split over pgroups blocks, each computing the intermediate). */
+struct B2bUnit {
+  int tm, pt0, pt1;
+};
+template <class T> __device__ __forceinline__ B2bUnit b2b_unit(const Gemm2Args<T> &args, int u) {
+  const int tm = u / args.pgroups, pg = u % args.pgroups;
+  return {tm, pg * args.ptiles / args.pgroups, (pg + 1) * args.ptiles / args.pgroups};
+}
+
+/* The ring's barriers (thread 0: `full` takes the producer's arrive.expect_tx,
+ * `empty` one arrival from each of the consumer warps), then the block's
+ * barrier. */
+template <int STAGES, class SmemT>
+__device__ __forceinline__ void init_ring(const SmemT &sm, uint32_t consumer_warps) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(sm.full(s), 1);
+      mbar_init(sm.empty(s), consumer_warps);
+    }
+    fence_mbar_init();
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ void prefetch_maps(const CUtensorMap *a, const CUtensorMap *b,
+                                              const CUtensorMap *d) {
+  tma_prefetch_map(a);
+  tma_prefetch_map(b);
+  tma_prefetch_map(d);
+}
+
 /* Rounds this thread's accumulators of the [64, NI] intermediate to T and
  * packs them as wgmma register A fragments (mma_sm90.cuh: a[0..3] of k16
  * step s are accumulators 8 s .. 8 s + 7). Columns >= n are zeroed: d's
@@ -128,26 +160,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint8_t *smem = align1024(smem_raw);
   const SmemT sm{smem_u32(smem)};
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(sm.full(s), 1);
-      mbar_init(sm.empty(s), 8);
-    }
-    fence_mbar_init();
-  }
-  __syncthreads();
+  init_ring<STAGES>(sm, 8); /* the two consumer warpgroups' warps */
 
   if (threadIdx.x < 128) {
     setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
-      tma_prefetch_map(&tma_a);
-      tma_prefetch_map(&tma_b);
-      tma_prefetch_map(&tma_d);
+      prefetch_maps(&tma_a, &tma_b, &tma_d);
       Ring<STAGES> ring;
       for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
-        const int tm = u / args.pgroups, pg = u % args.pgroups;
-        const int pt0 = pg * args.ptiles / args.pgroups,
-                  pt1 = (pg + 1) * args.ptiles / args.pgroups;
+        const auto [tm, pt0, pt1] = b2b_unit(args, u);
         for (int kb = 0; kb < args.kblocks; ++kb) { /* the intermediate [128, N] */
           producer_acquire<STAGES>(sm.empty(ring.stage), ring);
           load_ab<BN, STAGES, 0, 1, kTransB, false, false>(sm, ring.stage, &tma_a, &tma_b, tm * kBM,
@@ -180,8 +201,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     float acc2[kB2bBN2 / 2];
     Ring<STAGES> ring;
     for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
-      const int tm = u / args.pgroups, pg = u % args.pgroups;
-      const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
+      const auto [tm, pt0, pt1] = b2b_unit(args, u);
       const int last = mma_unit<T, BN, 1, kTransB>(acc, sm, ring, args.kblocks,
                                                    cw * 64u * kRowBytes, lane, NoHook{});
       if (last >= 0)
@@ -282,25 +302,14 @@ __global__ void __launch_bounds__(kRows64Threads, Smem64<NI, STAGES>::kBlocksPer
   uint8_t *smem = align1024(smem_raw);
   const SmemT sm{smem_u32(smem)};
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(sm.full(s), 1);
-      mbar_init(sm.empty(s), 4); /* the consumer warps */
-    }
-    fence_mbar_init();
-  }
-  __syncthreads();
+  init_ring<STAGES>(sm, 4); /* the consumer warps */
 
   if (threadIdx.x >= 128) { /* the producer warp: one thread issues */
     if (threadIdx.x == 128) {
-      tma_prefetch_map(&tma_a);
-      tma_prefetch_map(&tma_b);
-      tma_prefetch_map(&tma_d);
+      prefetch_maps(&tma_a, &tma_b, &tma_d);
       Ring<STAGES> ring;
       for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
-        const int tm = u / args.pgroups, pg = u % args.pgroups;
-        const int pt0 = pg * args.ptiles / args.pgroups,
-                  pt1 = (pg + 1) * args.ptiles / args.pgroups;
+        const auto [tm, pt0, pt1] = b2b_unit(args, u);
         /* the intermediate [64, NI], from k-block tm % kblocks on (units
          * that start together read different k-blocks of B, and of A's rows:
          * 3-12% faster at N <= 64 and on the 256-wide rows, 1-2% slower on
@@ -353,8 +362,7 @@ __global__ void __launch_bounds__(kRows64Threads, Smem64<NI, STAGES>::kBlocksPer
   Ring<STAGES> ring;
   int stored = 0; /* out tiles staged so far: the next buffer */
   for (int u = blockIdx.x; u < args.units; u += gridDim.x) {
-    const int tm = u / args.pgroups, pg = u % args.pgroups;
-    const int pt0 = pg * args.ptiles / args.pgroups, pt1 = (pg + 1) * args.ptiles / args.pgroups;
+    const auto [tm, pt0, pt1] = b2b_unit(args, u);
     const int last = mma_unit<T, NI, 1, kTransB>(acc, sm, ring, args.kblocks, 0u, lane, NoHook{});
     if (last >= 0)
       release_stage<1>(sm.empty(last), lane);
