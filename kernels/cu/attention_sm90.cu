@@ -249,23 +249,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       break;
   }
 
-  if (ce == c0) { /* no key for any row: out 0 (zero partials), lse -inf */
+  if (ce == c0) { /* no key for any row: out 0, lse -inf (split: the lse alone) */
     if (threadIdx.x >= 128) {
       const int ct = threadIdx.x - 128;
+      /* split > 1: the partial rows of a -inf lse are not read by the
+       * combine (kernels.def), and causal memeff has many such blocks:
+       * 4x16x4096x128 in 2048-key chunks, a quarter of its 4096 blocks,
+       * 67 MB of zeros the combine then read back */
       if (!SPLIT) {
         for (long long i = ct; i < (long long)kBM * a.D; i += 256) {
           const long long rr = i / a.D;
           if (m0 + rr < a.S)
             static_cast<T *>(a.out)[(row0 + rr) * a.D + (i - rr * a.D)] =
                 Storage<T>::from_float(0.0f);
-        }
-      } else {
-        const long long nrow = a.S - m0 < kBM ? a.S - m0 : kBM;
-        for (int c = c0; c < c1; ++c) {
-          float4 *op = reinterpret_cast<float4 *>(static_cast<float *>(a.opart) +
-                                                  ((long long)c * a.R + row0) * C::DP);
-          for (long long i = ct; i < nrow * (C::DP / 4); i += 256)
-            op[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
       }
       if (ct < kBM && m0 + ct < a.S)
