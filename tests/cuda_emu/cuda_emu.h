@@ -130,6 +130,9 @@ inline float __expf(float x) {
   return std::fabs(r) < FLT_MIN ? 0.0f : r;
 }
 
+/* __fdividef: the hardware's approximate division (2 ulp) as an exact one. */
+inline float __fdividef(float a, float b) { return a / b; }
+
 namespace cooperative_groups {
 struct cluster_group {
   unsigned block_rank() const { return fpemu::cluster_rank(); }
