@@ -650,6 +650,15 @@ extern "C" void fp_cuda_register_tuning_reduce(fp_cuda_tuning table[FPK_COUNT]) 
   /* two input rows: a cluster reads them once where a block would stream
    * both twice (cuda_plan.c) */
   table[FPK_softmax_backward_fused].offer.cluster_many_rows = true;
+  /* ... and from 12545 floats, where a block of 1024 (one an SM: 56
+   * registers) caches four float4 in more than 64 of its threads, the
+   * streaming build in blocks of 512, two an SM. H200, 2026-11-29, two
+   * rounds, 1000-8192 rows: the long-row build in blocks of 512 against
+   * 1024 (FUSEPORT_CUDA_ROWS_BLOCK_CAP) 1.08-1.19x at N = 12800-14848,
+   * 1.02-1.12x at 15360-15872, 1.00x at 16384, 0.95x at 12288-12289 (three
+   * float4 a thread); this offer from 12292 (one thread with four) 0.95-0.97x
+   * there and 1.07-1.20x at 12800-15360 (docs/PERF.md) */
+  table[FPK_softmax_backward_fused].offer.stream_half_long_min_n = 12545;
   table[FPK_layernorm_fused] = FPCU_ROW_BUILDS(layernorm_fused, 6, 7, 4, kStageLayerNorm,
                                                kStreamSmemMinN, 1, kClusterSmemMinNLayerNorm);
   /* many rows of 8193..16384 floats: the streaming build in blocks of 512
