@@ -249,6 +249,13 @@ def table(title, rows, fp_variants, peers, ref, decode, copy_gbs):
                 cols.append(f"{r:.2f}" if r is not None else "-")
         print("| " + " | ".join(cols) + " |")
     lines = summary_lines(rows, peers, ref, "")
+    for v in fp_variants:  # fuseport's other variants: their speed against ref's (> 1: v faster)
+        rs = [(r, k) for k, fpc, _ in rows for r in [time_ratio(fpc.get(ref), fpc.get(v))] if r is not None]
+        if v != ref and rs:
+            lo, hi = min(rs, key=lambda x: x[0]), max(rs, key=lambda x: x[0])
+            lines.append(f"{ref} / {v} (time; {v}'s speed over {ref}'s): geometric mean {gm([r for r, _ in rs]):.2f}, "
+                         f"min {lo[0]:.2f} ({lo[1].shape_text()}), max {hi[0]:.2f} ({hi[1].shape_text()}), "
+                         f"{len(rs)} shapes")
     if lines:
         print()
         for line in lines:
