@@ -261,7 +261,7 @@ template <class T> void simt_stubs_t(const void **out, int &n) {
  *                    420 -> 77 us for 260 MB.
  *   combine_block    a block for every row (decoding, one head): the
  *                    block's threads share the splits (1x1x1x65536x128, 256
- *                    splits: 37.9 -> 20.4 us under Nsight Compute).
+ *                    splits: 37.9 -> 12.1 us under Nsight Compute).
  *   combine_element  else (decoding, many heads): a thread an element.
  * The split loops are unrolled by 8 so that eight loads are in flight: a
  * rolled loop waited out an L2 round trip a split (H200, 1x32x1x32768x128
