@@ -42,6 +42,7 @@
 #include "attention_common.cuh"
 #include "cuda/cuda_attention.h"
 #include "cuda/gemm_plan.h"
+#include "mma_sm80.cuh" /* fpmma::pack2 */
 
 using namespace fpattn;
 
@@ -283,14 +284,8 @@ template <class T, int W> __device__ __forceinline__ void combine_store(T *p, co
   if constexpr (W == 4 && sizeof(T) == 4) {
     *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
   } else if constexpr (W == 4) { /* 16-bit storage: 8 bytes */
-    uint16_t b[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const T h = Storage<T>::from_float(v[i]);
-      memcpy(&b[i], &h, 2);
-    }
     *reinterpret_cast<uint2 *>(p) =
-        make_uint2(b[0] | (uint32_t)b[1] << 16, b[2] | (uint32_t)b[3] << 16);
+        make_uint2(fpmma::pack2<T>(v[0], v[1]), fpmma::pack2<T>(v[2], v[3]));
   } else {
     p[0] = Storage<T>::from_float(v[0]);
   }
