@@ -89,7 +89,12 @@ using CfgD128W8S3 = Cfg<128, 1, 8, 64, 3, true, 1>;
  * blocks an SM, on seven decode shapes (H200, 2026-11-29, fraction of the
  * copy bandwidth: 1x32x1x32768x64 0.77 -> 0.80, 16x32x1x4096x64 0.73 ->
  * 0.92; docs/results/2026-11-29-h200-attention-decode64-b587485); 64-key
- * tiles in six stages were slower. */
+ * tiles in six stages were slower. Deeper pipelines at one block an SM
+ * lost too (H200, 2026-11-29, seven D = 128 and four D = 64 decode shapes,
+ * each at its best split): 64-key tiles in six stages 1.03-1.10x the time
+ * of these, D = 64 128-key tiles in six stages 1.02-1.07x; eight warps on
+ * 128-key tiles in three stages 0.98-1.06x (the one gain, 1x2x1x65536x128,
+ * within the split rule's spread). */
 using CfgDec64 = Cfg<64, 1, 4, 128, 3, true, 2, true>;
 using CfgDec128 = Cfg<128, 1, 4, 64, 3, true, 2, true>;
 using CfgG32 = Cfg<32, 1, 4, 64, 2, true, 2>; /* any other D, rounded up */
@@ -160,6 +165,32 @@ __device__ __forceinline__ void load_tile(T *dst, const T *src, int nrows, long 
   }
 }
 
+/* Whether a whole tile of NROWS rows can take load_tile_full: each thread's
+ * 16-byte chunks a fixed number of rows apart. */
+template <class C, int NROWS>
+constexpr bool kFullTileLoads = C::THREADS % C::CH == 0 && NROWS % (C::THREADS / C::CH) == 0;
+
+/* A whole tile: every row valid, D == DP, 16-byte aligned. Thread t copies
+ * column chunk t % CH of rows t / CH, + THREADS / CH, ...: its addresses
+ * are computed once and the copies unrolled with immediate offsets. The
+ * general loop above costs about 25 instructions a 16-byte copy (bounds,
+ * 64-bit products, a branch), which the decode tiles, with little
+ * tensor-core work, felt: H200, 2026-11-29, two rounds, 15 decode shapes
+ * 1.00-1.04x faster (8x32x1x32768x128 1066 -> 1039 us). Nsight Compute
+ * before it, on that shape: SM throughput 52%, DRAM 78%, where cuDNN's
+ * kernel of the same geometry (16 x 128 tiles, 128 threads, two blocks an
+ * SM) reads at 93% with SM throughput 22%; not closed by this. */
+template <class C, int NROWS, class T>
+__device__ __forceinline__ void load_tile_full(T *dst, const T *src) {
+  constexpr int RSTEP = C::THREADS / C::CH; /* rows one pass of the block covers */
+  const int r = threadIdx.x / C::CH, c = threadIdx.x - (threadIdx.x / C::CH) * C::CH;
+  const T *g = src + r * C::DP + c * 8;
+  const uint32_t s = smem_addr(dst + r * C::LD + c * 8);
+#pragma unroll
+  for (int k = 0; k < NROWS / RSTEP; ++k)
+    cp_async_16(s + (uint32_t)(k * RSTEP * C::LD * (int)sizeof(T)), g + k * RSTEP * C::DP, 16);
+}
+
 /* ---- the kernel ------------------------------------------------------------------------ */
 
 template <class T, class C>
@@ -209,9 +240,18 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB) attention_sm80_kernel(con
   const T *kg = static_cast<const T *>(a.k) + kv0;
   const T *vg = static_cast<const T *>(a.v) + kv0;
 
+  /* whole k/v tiles take the unrolled copies where the layout allows */
+  const bool full_rows = vec && a.D == C::DP;
   auto load_kv = [&](int j) {
     const long long n0 = lo + (long long)j * C::BN;
     T *ks = kvs + 2 * (j % C::STAGES) * C::KV_TILE;
+    if constexpr (kFullTileLoads<C, C::BN>) {
+      if (full_rows && hic - n0 >= C::BN) {
+        load_tile_full<C, C::BN>(ks, kg + n0 * C::DP);
+        load_tile_full<C, C::BN>(ks + C::KV_TILE, vg + n0 * C::DP);
+        return;
+      }
+    }
     load_tile<C>(ks, kg + n0 * a.D, C::BN, hic - n0, a.D, vec);
     load_tile<C>(ks + C::KV_TILE, vg + n0 * a.D, C::BN, hic - n0, a.D, vec);
   };
