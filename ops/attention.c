@@ -247,10 +247,16 @@ static int clamp_splits(const at_problem *a, int64_t splits) {
  * 1 / 2 / 3 / 4 / 8 / 12 / 16 / 32: 16x8x1x8192x128 (128 tiles) 0.77 /
  * 0.86 / 0.74 / 0.87 / 0.87 / 0.81 / 0.83 / 0.80 -- 2, 4 and 8 fill whole
  * waves of 264 blocks, 3 leaves a second wave half empty; 1x32x1x32768x64
- * (32 tiles) peaks at 8 (0.76; 16: 0.59), 2x8x1x32768x128 at 16 (0.77),
- * 1x8x1x65536x128 at 32 (0.76), where the rule of eight blocks an SM it
- * replaces read 0.61-0.79. Other backends keep that earlier rule of eight
- * blocks a unit (ceil), not timed against this one. */
+ * (32 tiles) peaks at 8 (0.76; 16: 0.59), where the rule of eight blocks
+ * an SM it replaces read 0.61-0.79. But where that takes more than eight
+ * splits a head (under 30 tiles), one block an SM: the same day, times of
+ * the best split over the two-an-SM one, 1x1x1x65536x128 (256 -> 128
+ * splits) 0.95, 1x2 (132 -> 64) 0.84, 1x4 (66 -> 32) 0.91, 1x8 (33 -> 16)
+ * 0.96, 3x5x1x30000x128 (17 -> 8) 0.98, 2x8x1x32768x128 (16 -> 8) 0.99,
+ * 1x8x1x65536x64 0.94, 2x8x1x32768x64 0.98; at 32 tiles (8 splits) one
+ * block an SM took 1.00-1.02x the time, at 128 tiles (2) 1.13-1.18x.
+ * Other backends keep that earlier rule of eight blocks a unit (ceil), not
+ * timed against these. */
 static int auto_splits(const fp_recipe *rc, const at_problem *a) {
   if (a->splits > 0)
     return clamp_splits(a, a->splits);
@@ -262,6 +268,8 @@ static int auto_splits(const fp_recipe *rc, const at_problem *a) {
   int64_t splits = rc->dev->backend == FP_BACKEND_CUDA
                        ? blocks_per_unit * units / tiles /* whole waves: round down */
                        : (blocks_per_unit * units + tiles - 1) / tiles;
+  if (rc->dev->backend == FP_BACKEND_CUDA && splits > 8)
+    splits = units / tiles; /* few heads: one block an SM */
   if (splits > a->SK / 256)
     splits = a->SK / 256;
   return clamp_splits(a, splits);
