@@ -272,6 +272,12 @@ static int auto_splits(const fp_recipe *rc, const at_problem *a) {
     splits = units / tiles; /* few heads: one block an SM */
   if (splits > a->SK / 256)
     splits = a->SK / 256;
+  if (splits > 1) {
+    /* chunks of whole 128-key tiles (the decode kernels' 64 and 128): a
+     * chunk of 993 keys ends in a 33-key tile that costs a whole one */
+    const int64_t chunk = ((a->SK + splits - 1) / splits + 127) / 128 * 128;
+    splits = (a->SK + chunk - 1) / chunk;
+  }
   return clamp_splits(a, splits);
 }
 
