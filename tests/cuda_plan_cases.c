@@ -12,33 +12,53 @@
  * build; a warp build of 8 vectors; a streaming cluster build; blocks of
  * up to 256 or 512 threads for many mid-length rows). */
 const fp_rows_builds reduce_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 8, 0, 1, false, 0, 0, 32769, 0, 0, 0};
+    {true, true, false, true, true}, 2, 0, 4, 8, 0, 1, false, 0, 0, 32769, 0, 0, 0, 0, 0};
 const fp_rows_builds reduce_offer_k4 = {
-    {true, true, false, true, true}, 2, 0, 4, 4, 0, 1, false, 0, 0, 32769, 0, 0, 0};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 1, false, 0, 0, 32769, 0, 0, 0, 0, 0};
 /* softmax_backward: two rows cached and staged; its streaming build keeps
  * nothing */
 const fp_rows_builds backward_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 4, 0, 2, true, 0, 0, 0, 0, 0, 0};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 2, true, 0, 0, 0, 0, 0, 0, 0, 0};
 /* the real offers of softmax and layernorm: long-row caches of 8 and 4
  * vectors that do not stage; streaming builds that keep their row */
 const fp_rows_builds softmax_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 8, 0, 0, false, 0, 0, 32769, 0, 0, 0};
+    {true, true, false, true, true}, 2, 0, 4, 8, 0, 0, false, 0, 0, 32769, 0, 0, 0, 0, 0};
 const fp_rows_builds layernorm_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 4, 0, 0, false, 0, 0, 32769, 0, 0, 0};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 0, false, 0, 0, 32769, 0, 0, 0, 0, 0};
 /* layernorm's real offer: its streaming build also takes many rows of
  * 8193..16384 floats in blocks of 512 */
 const fp_rows_builds layernorm_half_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 4, 0, 0, false, 0, 8193, 32769, 0, 0, 0};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 0, false, 0, 8193, 32769, 0, 0, 0, 0, 0};
 /* double_softmax: its long-row build stages; blocks of 512 from 12289 */
 const fp_rows_builds double_softmax_half_offer = {
-    {true, true, false, true, true}, 2, 0, 4, 4, 0, 1, false, 0, 12289, 32769, 0, 0, 0};
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 1, false, 0, 12289, 32769, 0, 0, 0, 0, 0};
+/* ... and, as layernorm's and double_softmax's real offers, blocks of 128
+ * or 256 for many rows of 8193 (4097)..12288 floats */
+const fp_rows_builds layernorm_l1_offer = {
+    {true, true, false, true, true}, 2, 0, 4, 4, 0, 0, false, 0, 8193, 32769, 0, 0, 0, 8193, 12288};
+const fp_rows_builds double_softmax_l1_offer = {{true, true, false, true, true},
+                                                2,
+                                                0,
+                                                4,
+                                                4,
+                                                0,
+                                                1,
+                                                false,
+                                                0,
+                                                12289,
+                                                32769,
+                                                0,
+                                                0,
+                                                0,
+                                                4097,
+                                                12288};
 const fp_rows_builds layernorm_offer_no_stream = {
-    {true, true, false, true, false}, 2, 0, 4, 4, 0, 0, false, 0, 0, 0, 0, 0, 0};
+    {true, true, false, true, false}, 2, 0, 4, 4, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0};
 const fp_rows_builds hreduce_offer = {
-    {false, false, true, true}, 0, 8, 0, 0, 0, 0, false, 256, 0, 0, 0, 0, 0};
+    {false, false, true, true}, 0, 8, 0, 0, 0, 0, false, 256, 0, 0, 0, 0, 0, 0, 0};
 /* hreduce_pointwise: 40 registers, three blocks of 512 resident, one of 1024 */
 const fp_rows_builds hreduce_pointwise_offer = {
-    {false, false, true, true}, 0, 8, 0, 0, 512, 0, false, 512, 0, 0, 0, 0, 0};
+    {false, false, true, true}, 0, 8, 0, 0, 512, 0, false, 512, 0, 0, 0, 0, 0, 0, 0};
 
 /* The host's ROWS request (ops/primitives.c fp_rows_range). */
 void host_request(int64_t M, int64_t N, uint32_t *groups, uint32_t *block) {
@@ -126,14 +146,22 @@ void assert_preconditions(const fp_rows_builds *b, int64_t M, int64_t N, int cc,
     host_request(M, N, &groups, &block);
     /* the host's geometry, or its grid in blocks of 512 (any geometry
      * computes the same result; this is the planner's rule) */
-    if (p.grid != groups || p.cluster != 1 || (p.block != block && p.block != 512))
-      fail_msg("%s: the streaming build keeps the host's grid, in its block or 512", what);
+    /* blocks of 128 or 256 where the offer's stream_l1 range holds the row
+     * (256 only where 8 rows of 128 would outgrow 192 KiB of L1) */
+    const bool l1 = b->stream_l1_min_n > 0 && N >= b->stream_l1_min_n && N <= b->stream_l1_max_n &&
+                    (p.block == 128 || p.block == 256) && p.block < block;
+    if (l1 && p.block == 256 && 8 * N * 4 <= 192 * 1024)
+      fail_msg("%s: L1 streaming blocks of 256 where 128 would do", what);
+    if (p.grid != groups || p.cluster != 1 || (p.block != block && p.block != 512 && !l1))
+      fail_msg("%s: the streaming build keeps the host's grid, in its block, 512 or an L1 block",
+               what);
     /* rows the long-row build cannot cache in the host's block, or, where
-     * the offer's stream_half_long_min_n allows, not in blocks of 512 */
+     * the offer's stream_half_long_min_n allows, not in blocks of 512, or
+     * in the offer's stream_l1 range */
     const uint32_t cache_block =
         b->stream_half_long_min_n > 0 && N >= b->stream_half_long_min_n && p.block == 512 ? 512
                                                                                           : block;
-    if (b->long_vectors <= 0 || N <= 4 * (int64_t)b->long_vectors * cache_block)
+    if (!l1 && (b->long_vectors <= 0 || N <= 4 * (int64_t)b->long_vectors * cache_block))
       fail_msg("%s: streaming build for a row the long-row build caches", what);
     break;
   }

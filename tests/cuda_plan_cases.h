@@ -15,6 +15,8 @@ extern const fp_rows_builds softmax_offer;
 extern const fp_rows_builds layernorm_offer;
 extern const fp_rows_builds layernorm_half_offer;
 extern const fp_rows_builds double_softmax_half_offer;
+extern const fp_rows_builds layernorm_l1_offer;
+extern const fp_rows_builds double_softmax_l1_offer;
 extern const fp_rows_builds layernorm_offer_no_stream;
 extern const fp_rows_builds hreduce_offer;
 extern const fp_rows_builds hreduce_pointwise_offer;

@@ -26,10 +26,10 @@ static void test_preconditions_hold(void **state) {
   const int n = (int)(sizeof sizes / sizeof sizes[0]);
   const fp_rows_builds softmax_smem = with_cluster_smem(softmax_offer, 1);
   const fp_rows_builds backward_smem = with_cluster_smem(backward_offer, 2);
-  const fp_rows_builds *offers[] = {&reduce_offer,  &reduce_offer_k4,         &backward_offer,
-                                    &softmax_offer, &layernorm_offer,         &layernorm_half_offer,
-                                    &hreduce_offer, &hreduce_pointwise_offer, &softmax_smem,
-                                    &backward_smem};
+  const fp_rows_builds *offers[] = {
+      &reduce_offer,    &reduce_offer_k4,      &backward_offer,     &softmax_offer,
+      &layernorm_offer, &layernorm_half_offer, &hreduce_offer,      &hreduce_pointwise_offer,
+      &softmax_smem,    &backward_smem,        &layernorm_l1_offer, &double_softmax_l1_offer};
   int checked = 0, tuned_builds = 0;
   for (size_t o = 0; o < sizeof offers / sizeof offers[0]; ++o)
     for (int policy = 0; policy < 3; ++policy)

@@ -81,6 +81,18 @@ static void test_stream_build(void **state) {
       {&double_softmax_half_offer, 396, 12289, FP_ROWS_STREAM, 512},
       {&double_softmax_half_offer, 65536, 12288, FP_ROWS_LONG, 0},
       {&double_softmax_half_offer, 395, 16384, FP_ROWS_LONG, 0},
+      /* stream_l1: at least six rows per SM in the offer's range, in blocks
+       * of 128 up to 6144 floats (8 an SM, 192 KiB of rows), else 256 */
+      {&double_softmax_l1_offer, 1000, 5120, FP_ROWS_STREAM, 128},
+      {&double_softmax_l1_offer, 1000, 6145, FP_ROWS_STREAM, 256},
+      {&double_softmax_l1_offer, 8192, 10240, FP_ROWS_STREAM, 256},
+      {&double_softmax_l1_offer, 4096, 12288, FP_ROWS_STREAM, 256},
+      {&double_softmax_l1_offer, 791, 10240, FP_ROWS_LONG, 0},
+      {&double_softmax_l1_offer, 4096, 12289, FP_ROWS_STREAM, 512},
+      {&double_softmax_l1_offer, 4096, 4096, FP_ROWS_LONG, 0},
+      {&layernorm_l1_offer, 8192, 10240, FP_ROWS_STREAM, 256},
+      {&layernorm_l1_offer, 8192, 8192, FP_ROWS_LONG, 0},
+      {&layernorm_l1_offer, 4096, 14336, FP_ROWS_STREAM, 512},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
     const int64_t M = cases[k].M, N = cases[k].N;

@@ -43,6 +43,14 @@ enum {
    * long-row build caches only in blocks of 1024, given at least this many
    * rows per SM (below) */
   STREAM_HALF_MIN_ROWS_PER_SM = 3,
+  /* ... and, for a kernel that offers stream_l1_min_n..stream_l1_max_n,
+   * blocks of 128 or 256 whose rows, all the blocks an SM holds at 64
+   * registers (1024 / block), fit this much of L1 between the passes
+   * (KiB), given at least this many rows per SM (below) */
+  STREAM_L1_KIB = 192,
+  STREAM_L1_MIN_ROWS_PER_SM = 6,
+  STREAM_L1_MIN_BLOCK = 128,
+  STREAM_L1_MAX_BLOCK = 256,
   /* shared-memory clusters only for rows longer than the 58112 floats
    * (227 KiB) of an H100 block's shared memory, which the streaming build
    * keeps whole up to there (plan_cluster_smem) */
@@ -277,6 +285,31 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
    * gain 1.01-1.11x (400-16384 rows, r40-ds-half-long/ in
    * 120e041:docs/results/2026-11-25-h100-series/) and 12289 1.03x, but 10240 lost
    * 3-7% and 12288 2%: its offer starts at 12289. */
+  /* Many rows of a few thousand floats, for a kernel whose offer gives the
+   * range: the streaming build in the smallest block (128 or 256 threads)
+   * whose rows, at 1024 / block blocks an SM, fit 192 KiB of L1, so that
+   * the second pass hits L1 and four to eight rows an SM are in flight,
+   * where the long-row build runs one or two (blocks of 320..768 threads at
+   * 64 registers) and the stream_half rule below two. Measured on an H200
+   * (2026-11-29, FUSEPORT_CUDA_ROWS_BLOCK_CAP=128 / 256 against the plan,
+   * 1000 and 4096 rows; docs/PERF.md): double_softmax 1.27-1.29x at 5120
+   * floats (128 threads), 1.05-1.06x at 8192, 1.28-1.39x at 10240,
+   * 1.18-1.27x at 12288 (256); layernorm 1.07-1.11x at 10240-12288 but
+   * 0.96-0.98x at 8192, where its long-row build caches the row in blocks
+   * of 512 (its range starts past that); at 14336 and up, where four rows
+   * outgrow L1, both lost up to 9%. */
+  if (tuned && long_rows && b->stream_l1_min_n > 0 && N >= b->stream_l1_min_n &&
+      N <= b->stream_l1_max_n && b->has[FP_ROWS_STREAM] &&
+      rows >= STREAM_L1_MIN_ROWS_PER_SM * (int64_t)sm_count) {
+    uint32_t block = STREAM_L1_MIN_BLOCK;
+    while (block < STREAM_L1_MAX_BLOCK && (1024 / block) * N * 4 > STREAM_L1_KIB * 1024)
+      block *= 2;
+    if (block < host_block) {
+      plan.build = FP_ROWS_STREAM;
+      plan.block = block;
+      return plan;
+    }
+  }
   if (tuned && long_rows && b->stream_half_long_min_n > 0 && N >= b->stream_half_long_min_n &&
       b->has[FP_ROWS_STREAM] && b->long_vectors > 0 && host_block > STREAM_HALF_BLOCK &&
       rows >= STREAM_HALF_MIN_ROWS_PER_SM * (int64_t)sm_count &&

@@ -74,6 +74,11 @@ typedef struct fp_rows_builds {
   uint32_t cluster_smem_max;      /* the most dynamic shared memory CLUSTER may be launched
                                      with, set by the backend from the device (0: no shared-
                                      memory cache) */
+  int32_t stream_l1_min_n;        /* STREAM in blocks of 128 or 256 for many rows of ... */
+  int32_t stream_l1_max_n;        /* ... stream_l1_min_n..stream_l1_max_n floats, small enough
+                                     that the rows of the blocks an SM holds stay in L1
+                                     between passes (measured faster for this kernel;
+                                     cuda_plan.c), 0: never */
 } fp_rows_builds;
 
 /* The lanes of the team that holds a row in the warp builds (WarpTeam in

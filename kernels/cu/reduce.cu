@@ -645,6 +645,9 @@ extern "C" void fp_cuda_register_tuning_reduce(fp_cuda_tuning table[FPK_COUNT]) 
       double_softmax_fused, 2, 3, 4, kStageDoubleSoftmax, kStreamSmemMinN, 1, kClusterSmemMinN);
   /* ... and for double_softmax from 12289 floats (cuda_plan.c) */
   table[FPK_double_softmax_fused].offer.stream_half_long_min_n = 12289;
+  /* ... and in blocks of 128 or 256 for many rows of 4097..12288 floats */
+  table[FPK_double_softmax_fused].offer.stream_l1_min_n = 4097;
+  table[FPK_double_softmax_fused].offer.stream_l1_max_n = 12288;
   table[FPK_softmax_backward_fused] = FPCU_ROW_BUILDS(
       softmax_backward_fused, 3, 4, 4, kStageSoftmaxBackward, 0, 2, kClusterSmemMinN);
   /* two input rows: a cluster reads them once where a block would stream
@@ -664,6 +667,9 @@ extern "C" void fp_cuda_register_tuning_reduce(fp_cuda_tuning table[FPK_COUNT]) 
   /* many rows of 8193..16384 floats: the streaming build in blocks of 512
    * rather than the long-row build in blocks of 1024 (cuda_plan.c) */
   table[FPK_layernorm_fused].offer.stream_half_long_min_n = 8193;
+  /* ... in blocks of 256 up to 12288 floats (cuda_plan.c) */
+  table[FPK_layernorm_fused].offer.stream_l1_min_n = 8193;
+  table[FPK_layernorm_fused].offer.stream_l1_max_n = 12288;
   table[FPK_norm_chain_fused] = FPCU_ROW_BUILDS(norm_chain_fused, 2, 3, 8, kStageNormChain,
                                                 kStreamSmemMinN, 1, kClusterSmemMinN);
 }
