@@ -289,7 +289,7 @@ fp_rows_plan fp_cuda_plan_rows(fp_rows_policy policy, const fp_rows_builds *b, i
    * range: the streaming build in the smallest block (128 or 256 threads)
    * whose rows, at 1024 / block blocks an SM, fit 192 KiB of L1, so that
    * the second pass hits L1 and four to eight rows an SM are in flight,
-   * where the long-row build runs one or two (blocks of 320..768 threads at
+   * where the long-row build runs one to three (blocks of 320..768 threads at
    * 64 registers) and the stream_half rule below two. Measured on an H200
    * (2026-11-29, FUSEPORT_CUDA_ROWS_BLOCK_CAP=128 / 256 against the plan,
    * 1000 and 4096 rows; docs/PERF.md): double_softmax 1.27-1.29x at 5120
