@@ -139,7 +139,9 @@ static uint32_t pow2_ceil(int64_t v) {
  * the kernel has it, for rows longer than LONG_ROWS' cache in the host's block (long_vectors float4
  * per thread), in blocks of 512 for at least two rows per SM of at most 24576 floats; STREAM in
  * blocks of 512 also for at least three rows per SM that LONG_ROWS caches only in blocks of 1024
- * and are at least stream_half_long_min_n long, where the offer gives that; LONG_ROWS in the
+ * and are at least stream_half_long_min_n long, where the offer gives that (before that, STREAM
+ * in blocks of 128 or 256, whose rows at 1024 / block blocks an SM fit 192 KiB of L1, for at
+ * least six rows per SM in the offer's stream_l1_min_n..stream_l1_max_n); LONG_ROWS in the
  *     smallest block that caches the row, except for at most two rows per
  *     SM of 1025..4096 floats and a build that does not stage:
  *     pow2_ceil(ceil(N/4)) threads, at most 512; and at least four rows
