@@ -183,7 +183,7 @@ constexpr bool kFullTileLoads = C::THREADS % C::CH == 0 && NROWS % (C::THREADS /
 template <class C, int NROWS, class T>
 __device__ __forceinline__ void load_tile_full(T *dst, const T *src) {
   constexpr int RSTEP = C::THREADS / C::CH; /* rows one pass of the block covers */
-  const int r = threadIdx.x / C::CH, c = threadIdx.x - (threadIdx.x / C::CH) * C::CH;
+  const int r = threadIdx.x / C::CH, c = threadIdx.x % C::CH;
   const T *g = src + r * C::DP + c * 8;
   const uint32_t s = smem_addr(dst + r * C::LD + c * 8);
 #pragma unroll
